@@ -1,0 +1,15 @@
+//! `hlosim opt` (being implemented).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `hlosim opt`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// HLO text file.
+    pub module: PathBuf,
+}
+
+pub fn run(_a: Args) -> Result<ExitCode, String> {
+    Err("'opt' is not implemented yet".into())
+}

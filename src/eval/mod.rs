@@ -1,0 +1,455 @@
+//! Reference evaluator: executes a module with XLA's semantics on typed contiguous buffers.
+//! Dispatch on the opcode (and inside each kernel, on the element type) happens once per
+//! instruction, never per element. Values are reference counted so tuples and
+//! get-tuple-element share buffers, and each value is dropped after its last use.
+//!
+//! Where an opcode is evaluated: see [`dispatch`] — one match, one kernel function per
+//! opcode family, one file per family.
+
+pub mod batch_norm;
+pub mod collectives;
+pub mod control_flow;
+pub mod custom_call;
+pub mod dot;
+pub mod elementwise;
+pub mod gather_scatter;
+pub mod reduce;
+pub mod rng;
+pub mod shape_ops;
+pub mod sort;
+
+use crate::hlo::{
+    ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode,
+};
+use std::fmt;
+use std::sync::Arc;
+
+/// A runtime value: arrays are shared, immutable buffers.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Array(Arc<ArrayLiteral>),
+    Tuple(Vec<Value>),
+    Token,
+}
+
+impl Value {
+    /// Wraps an array.
+    pub fn array(a: ArrayLiteral) -> Value {
+        Value::Array(Arc::new(a))
+    }
+
+    /// The array inside, or an error naming what was found instead.
+    pub fn as_array(&self) -> Result<&ArrayLiteral, EvalError> {
+        match self {
+            Value::Array(a) => Ok(a),
+            Value::Tuple(_) => Err(EvalError::new("expected an array value, found a tuple")),
+            Value::Token => Err(EvalError::new("expected an array value, found a token")),
+        }
+    }
+
+    /// Converts a literal (e.g. a constant or an argument) into a value.
+    pub fn from_literal(l: Literal) -> Value {
+        match l {
+            Literal::Array(a) => Value::array(a),
+            Literal::Tuple(v) => Value::Tuple(v.into_iter().map(Value::from_literal).collect()),
+            Literal::Token => Value::Token,
+        }
+    }
+
+    /// Converts back to a literal (copies only arrays that are still shared).
+    pub fn into_literal(self) -> Literal {
+        match self {
+            Value::Array(a) => Literal::Array(Arc::try_unwrap(a).unwrap_or_else(|a| (*a).clone())),
+            Value::Tuple(v) => Literal::Tuple(v.into_iter().map(Value::into_literal).collect()),
+            Value::Token => Literal::Token,
+        }
+    }
+
+    /// The array leaves in order (a non-tuple value is its own single leaf).
+    pub fn leaves(&self) -> Vec<Arc<ArrayLiteral>> {
+        let mut out = Vec::new();
+        fn walk(v: &Value, out: &mut Vec<Arc<ArrayLiteral>>) {
+            match v {
+                Value::Array(a) => out.push(a.clone()),
+                Value::Tuple(t) => t.iter().for_each(|e| walk(e, out)),
+                Value::Token => {}
+            }
+        }
+        walk(self, &mut out);
+        out
+    }
+}
+
+/// An evaluation failure: what went wrong and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvalError {
+    pub message: String,
+    pub computation: Option<String>,
+    pub instruction: Option<String>,
+    pub opcode: Option<String>,
+}
+
+impl EvalError {
+    pub fn new(message: impl Into<String>) -> EvalError {
+        EvalError {
+            message: message.into(),
+            computation: None,
+            instruction: None,
+            opcode: None,
+        }
+    }
+
+    /// Fills in the location if the error does not have one yet.
+    pub fn at(mut self, comp: &Computation, ins: &Instruction) -> EvalError {
+        if self.instruction.is_none() {
+            self.computation = Some(comp.name.clone());
+            self.instruction = Some(ins.name.clone());
+            self.opcode = Some(ins.opcode.name().to_string());
+        }
+        self
+    }
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let (Some(c), Some(i)) = (&self.computation, &self.instruction) {
+            write!(f, "in computation '{c}', instruction '{i}'")?;
+            if let Some(op) = &self.opcode {
+                write!(f, " ({op})")?;
+            }
+            write!(f, ": ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+/// Result of a kernel.
+pub type KResult = Result<Value, EvalError>;
+
+/// Shorthand for a located-later error.
+pub fn err<T>(message: impl Into<String>) -> Result<T, EvalError> {
+    Err(EvalError::new(message))
+}
+
+/// Extension points for the device executor and the differ. The reference evaluator uses
+/// [`NoHooks`].
+pub trait Hooks {
+    /// Lets a device model execute an instruction itself; `None` means "use the reference
+    /// kernel". Called for every instruction of every computation.
+    fn intercept(
+        &mut self,
+        _module: &Module,
+        _comp: CompId,
+        _id: InstrId,
+        _operands: &[&Value],
+    ) -> Option<KResult> {
+        None
+    }
+
+    /// Sees every value computed in the entry computation, in execution order (used for
+    /// divergence attribution and cost accounting).
+    fn observe(&mut self, _module: &Module, _comp: CompId, _id: InstrId, _value: &Value) {}
+}
+
+/// Hooks that do nothing: pure reference semantics.
+pub struct NoHooks;
+impl Hooks for NoHooks {}
+
+/// Per-computation execution plan, computed once and reused by every call (reducers and
+/// comparators are called many times).
+struct Plan {
+    order: Vec<InstrId>,
+    /// How many times each instruction is used as an operand; a value is dropped when its
+    /// count reaches zero.
+    uses: Vec<u32>,
+    params: Vec<InstrId>,
+}
+
+/// Executes a module. Holds the module, the hooks and the cached plans.
+pub struct Evaluator<'m> {
+    pub module: &'m Module,
+    hooks: Box<dyn Hooks + 'm>,
+    plans: Vec<Option<Arc<Plan>>>,
+}
+
+impl<'m> Evaluator<'m> {
+    /// An evaluator with reference semantics.
+    pub fn new(module: &'m Module) -> Self {
+        Self::with_hooks(module, Box::new(NoHooks))
+    }
+
+    /// An evaluator whose hooks may intercept instructions and observe values.
+    pub fn with_hooks(module: &'m Module, hooks: Box<dyn Hooks + 'm>) -> Self {
+        Evaluator {
+            module,
+            hooks,
+            plans: (0..module.computations.len()).map(|_| None).collect(),
+        }
+    }
+
+    /// Takes the hooks back (e.g. to read what a device model recorded).
+    pub fn into_hooks(self) -> Box<dyn Hooks + 'm> {
+        self.hooks
+    }
+
+    /// Runs the entry computation on the given arguments.
+    pub fn run(&mut self, args: Vec<Value>) -> KResult {
+        let entry = self.module.entry;
+        let comp = self.module.comp(entry);
+        let params = comp.parameters();
+        if args.len() != params.len() {
+            return err(format!(
+                "the entry computation takes {} arguments, {} were given",
+                params.len(),
+                args.len()
+            ));
+        }
+        for (i, (a, p)) in args.iter().zip(&params).enumerate() {
+            if let Some(p) = p {
+                let want = &comp.instr(*p).shape;
+                let got = value_shape(a);
+                if !got.compatible(want) {
+                    return err(format!(
+                        "argument {i} has shape {got}, parameter {i} ('{}') is {want}",
+                        comp.instr(*p).name
+                    ));
+                }
+            }
+        }
+        self.call(entry, args)
+    }
+
+    fn plan(&mut self, c: CompId) -> Result<Arc<Plan>, EvalError> {
+        if let Some(p) = &self.plans[c.index()] {
+            return Ok(p.clone());
+        }
+        let comp = self.module.comp(c);
+        let order = comp
+            .post_order()
+            .ok_or_else(|| EvalError::new(format!("computation '{}' has a cycle", comp.name)))?;
+        let mut uses = vec![0u32; comp.instructions.len()];
+        for ins in &comp.instructions {
+            for op in &ins.operands {
+                uses[op.index()] += 1;
+            }
+        }
+        uses[comp.root.index()] += 1;
+        let params = comp
+            .parameters()
+            .into_iter()
+            .map(|p| p.unwrap_or(InstrId(u32::MAX)))
+            .collect();
+        let plan = Arc::new(Plan {
+            order,
+            uses,
+            params,
+        });
+        self.plans[c.index()] = Some(plan.clone());
+        Ok(plan)
+    }
+
+    /// Calls computation `c` with the given arguments and returns its root value.
+    pub fn call(&mut self, c: CompId, args: Vec<Value>) -> KResult {
+        let plan = self.plan(c)?;
+        let module = self.module;
+        let comp = module.comp(c);
+        if args.len() != plan.params.len() {
+            return err(format!(
+                "computation '{}' takes {} arguments, got {}",
+                comp.name,
+                plan.params.len(),
+                args.len()
+            ));
+        }
+        let mut slots: Vec<Option<Value>> = vec![None; comp.instructions.len()];
+        let mut remaining = plan.uses.clone();
+        for (p, a) in plan.params.iter().zip(args) {
+            if p.0 != u32::MAX {
+                slots[p.index()] = Some(a);
+            }
+        }
+        let is_entry = c == module.entry;
+        for &id in &plan.order {
+            let ins = comp.instr(id);
+            let value = if ins.opcode == Opcode::Parameter {
+                slots[id.index()]
+                    .take()
+                    .ok_or_else(|| EvalError::new("parameter has no argument").at(comp, ins))?
+            } else {
+                let ops: Vec<&Value> = ins
+                    .operands
+                    .iter()
+                    .map(|o| {
+                        slots[o.index()]
+                            .as_ref()
+                            .expect("operand evaluated before use (post order)")
+                    })
+                    .collect();
+                let r = match self.hooks.intercept(module, c, id, &ops) {
+                    Some(r) => r,
+                    None => dispatch(self, comp, ins, &ops),
+                };
+                r.map_err(|e| e.at(comp, ins))?
+            };
+            if is_entry {
+                self.hooks.observe(module, c, id, &value);
+            }
+            slots[id.index()] = Some(value);
+            for o in &ins.operands {
+                let r = &mut remaining[o.index()];
+                *r -= 1;
+                if *r == 0 {
+                    slots[o.index()] = None;
+                }
+            }
+        }
+        slots[comp.root.index()].take().ok_or_else(|| {
+            EvalError::new(format!(
+                "computation '{}' produced no root value",
+                comp.name
+            ))
+        })
+    }
+
+    /// If `c` is `root = op(parameter(0), parameter(1))` on scalars, the opcode (and whether
+    /// the operands are swapped): lets reduce, scatter and friends run native loops instead
+    /// of calling the computation per element.
+    pub fn simple_binary(&self, c: CompId) -> Option<(Opcode, bool)> {
+        let comp = self.module.comp(c);
+        let root = comp.root_instr();
+        if root.operands.len() != 2 || comp.instructions.len() != 3 {
+            return None;
+        }
+        let a = comp.instr(root.operands[0]);
+        let b = comp.instr(root.operands[1]);
+        match (a.attrs.parameter_number, b.attrs.parameter_number) {
+            (Some(0), Some(1))
+                if a.opcode == Opcode::Parameter && b.opcode == Opcode::Parameter =>
+            {
+                Some((root.opcode, false))
+            }
+            (Some(1), Some(0))
+                if a.opcode == Opcode::Parameter && b.opcode == Opcode::Parameter =>
+            {
+                Some((root.opcode, true))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The shape of a value (arrays keep their layout).
+pub fn value_shape(v: &Value) -> crate::hlo::Shape {
+    match v {
+        Value::Array(a) => crate::hlo::Shape::Array(a.shape.clone()),
+        Value::Tuple(t) => crate::hlo::Shape::Tuple(t.iter().map(value_shape).collect()),
+        Value::Token => crate::hlo::Shape::Token,
+    }
+}
+
+/// The one place that maps an opcode to the kernel that evaluates it.
+pub fn dispatch(
+    ev: &mut Evaluator,
+    comp: &Computation,
+    ins: &Instruction,
+    ops: &[&Value],
+) -> KResult {
+    use Opcode as O;
+    match ins.opcode {
+        O::Abs
+        | O::Negate
+        | O::Sign
+        | O::Floor
+        | O::Ceil
+        | O::RoundNearestAfz
+        | O::RoundNearestEven
+        | O::Sqrt
+        | O::Rsqrt
+        | O::Cbrt
+        | O::Exp
+        | O::Expm1
+        | O::Log
+        | O::Log1p
+        | O::Logistic
+        | O::Tanh
+        | O::Sin
+        | O::Cos
+        | O::Tan
+        | O::Erf
+        | O::IsFinite
+        | O::Not
+        | O::Popcnt
+        | O::Clz
+        | O::Real
+        | O::Imag => elementwise::unary(ins, ops),
+        O::Add
+        | O::Subtract
+        | O::Multiply
+        | O::Divide
+        | O::Remainder
+        | O::Power
+        | O::Atan2
+        | O::Maximum
+        | O::Minimum
+        | O::And
+        | O::Or
+        | O::Xor
+        | O::ShiftLeft
+        | O::ShiftRightArithmetic
+        | O::ShiftRightLogical
+        | O::Complex => elementwise::binary(ins, ops),
+        O::Compare => elementwise::compare(ins, ops),
+        O::Select => elementwise::select(ins, ops),
+        O::Clamp => elementwise::clamp(ins, ops),
+        O::Convert => elementwise::convert(ins, ops),
+        O::BitcastConvert => elementwise::bitcast_convert(ins, ops),
+        O::ReducePrecision => elementwise::reduce_precision(ins, ops),
+        O::Constant => shape_ops::constant(ins),
+        O::Iota => shape_ops::iota(ins),
+        O::Broadcast => shape_ops::broadcast(ins, ops),
+        O::Reshape | O::Bitcast => shape_ops::reshape(ins, ops),
+        O::Transpose => shape_ops::transpose(ins, ops),
+        O::Slice => shape_ops::slice(ins, ops),
+        O::DynamicSlice => shape_ops::dynamic_slice(ins, ops),
+        O::DynamicUpdateSlice => shape_ops::dynamic_update_slice(ins, ops),
+        O::Concatenate => shape_ops::concatenate(ins, ops),
+        O::Pad => shape_ops::pad(ins, ops),
+        O::Reverse => shape_ops::reverse(ins, ops),
+        O::Copy | O::OptimizationBarrier => Ok(ops[0].clone()),
+        O::Tuple => Ok(Value::Tuple(ops.iter().map(|v| (*v).clone()).collect())),
+        O::GetTupleElement => shape_ops::get_tuple_element(ins, ops),
+        O::Reduce => reduce::reduce(ev, ins, ops),
+        O::ReduceWindow => reduce::reduce_window(ev, ins, ops),
+        O::SelectAndScatter => reduce::select_and_scatter(ev, ins, ops),
+        O::Map => reduce::map(ev, ins, ops),
+        O::Dot => dot::dot(ins, ops),
+        O::Convolution => dot::convolution(ins, ops),
+        O::Gather => gather_scatter::gather(ins, ops),
+        O::Scatter => gather_scatter::scatter(ev, ins, ops),
+        O::Sort => sort::sort(ev, ins, ops),
+        O::Call => control_flow::call(ev, ins, ops),
+        O::While => control_flow::while_loop(ev, ins, ops),
+        O::Conditional => control_flow::conditional(ev, ins, ops),
+        O::RngBitGenerator => rng::rng_bit_generator(ins, ops),
+        O::BatchNormTraining => batch_norm::training(ins, ops),
+        O::BatchNormInference => batch_norm::inference(ins, ops),
+        O::BatchNormGrad => batch_norm::grad(ins, ops),
+        O::AllReduce
+        | O::AllGather
+        | O::ReduceScatter
+        | O::AllToAll
+        | O::CollectivePermute
+        | O::CollectiveBroadcast
+        | O::ReplicaId
+        | O::PartitionId => collectives::collective(ev, ins, ops),
+        O::CustomCall => custom_call::custom_call(ins, ops),
+        O::AfterAll => Ok(Value::Token),
+        _ => err(format!(
+            "opcode '{}' is not supported by the evaluator",
+            ins.opcode
+        )),
+    }
+    .map_err(|e| e.at(comp, ins))
+}

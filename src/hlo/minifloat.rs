@@ -1,0 +1,206 @@
+//! The 8-bit and 4-bit float formats (f8e5m2, f8e4m3fn, ..., f4e2m1fn). hlosim stores them as
+//! raw bits; this module decodes them to f64 and encodes the nearest value (ties to even), so
+//! constants of these types parse and print.
+
+use super::shape::ElementType;
+
+/// How a small float format spends its encodings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Special {
+    /// IEEE-like: all-ones exponent is inf (mantissa 0) or NaN.
+    Ieee,
+    /// "fn": no infinities; only all-ones exponent and mantissa is NaN.
+    Fn,
+    /// "fnuz": no infinities, no negative zero; 0x80 is the only NaN.
+    Fnuz,
+    /// No NaN, no infinity (f4e2m1fn).
+    Finite,
+    /// Unsigned exponent-only format (f8e8m0fnu): 0xff is NaN, no zero.
+    ExponentOnly,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Format {
+    exp_bits: u32,
+    mant_bits: u32,
+    bias: i32,
+    special: Special,
+}
+
+fn format_of(ty: ElementType) -> Option<Format> {
+    use ElementType as E;
+    let f = |exp_bits, mant_bits, bias, special| {
+        Some(Format {
+            exp_bits,
+            mant_bits,
+            bias,
+            special,
+        })
+    };
+    match ty {
+        E::F8E5M2 => f(5, 2, 15, Special::Ieee),
+        E::F8E4M3 => f(4, 3, 7, Special::Ieee),
+        E::F8E3M4 => f(3, 4, 3, Special::Ieee),
+        E::F8E4M3FN => f(4, 3, 7, Special::Fn),
+        E::F8E4M3FNUZ => f(4, 3, 8, Special::Fnuz),
+        E::F8E5M2FNUZ => f(5, 2, 16, Special::Fnuz),
+        E::F8E4M3B11FNUZ => f(4, 3, 11, Special::Fnuz),
+        E::F8E8M0FNU => f(8, 0, 127, Special::ExponentOnly),
+        E::F4E2M1FN => f(2, 1, 1, Special::Finite),
+        _ => None,
+    }
+}
+
+/// Decodes raw bits of a small float type to f64 (NaN for NaN encodings).
+pub fn decode(ty: ElementType, bits: u8) -> f64 {
+    let Some(f) = format_of(ty) else {
+        return f64::NAN;
+    };
+    if f.special == Special::ExponentOnly {
+        return if bits == 0xff {
+            f64::NAN
+        } else {
+            2f64.powi(bits as i32 - f.bias)
+        };
+    }
+    let total = 1 + f.exp_bits + f.mant_bits;
+    let bits = bits as u32 & ((1 << total) - 1);
+    let sign = (bits >> (total - 1)) & 1;
+    let exp = (bits >> f.mant_bits) & ((1 << f.exp_bits) - 1);
+    let mant = bits & ((1 << f.mant_bits) - 1);
+    let max_exp = (1 << f.exp_bits) - 1;
+    match f.special {
+        Special::Fnuz if bits == 1 << (total - 1) => return f64::NAN,
+        Special::Ieee if exp == max_exp => {
+            return if mant == 0 {
+                if sign == 1 {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }
+            } else {
+                f64::NAN
+            }
+        }
+        Special::Fn if exp == max_exp && mant == (1 << f.mant_bits) - 1 => return f64::NAN,
+        _ => {}
+    }
+    let m = mant as f64 / (1u32 << f.mant_bits) as f64;
+    let mag = if exp == 0 {
+        m * 2f64.powi(1 - f.bias)
+    } else {
+        (1.0 + m) * 2f64.powi(exp as i32 - f.bias)
+    };
+    if sign == 1 {
+        -mag
+    } else {
+        mag
+    }
+}
+
+/// Encodes `v` as the nearest value of the small float type, ties to the even encoding.
+/// NaN maps to the type's canonical NaN (or 0 when it has none); values beyond the largest
+/// finite saturate to infinity where the type has one, otherwise to NaN (or the largest
+/// finite for formats with neither).
+pub fn encode(ty: ElementType, v: f64) -> u8 {
+    let Some(f) = format_of(ty) else { return 0 };
+    let total = if f.special == Special::ExponentOnly {
+        8
+    } else {
+        1 + f.exp_bits + f.mant_bits
+    };
+    let count: u32 = 1 << total;
+    let nan_code = (0..count).find(|&b| decode(ty, b as u8).is_nan());
+    if v.is_nan() {
+        let neg = v.is_sign_negative() && f.special != Special::Fnuz;
+        return match nan_code {
+            Some(c) if neg && f.special != Special::ExponentOnly => (c | (1 << (total - 1))) as u8,
+            Some(c) => c as u8,
+            None => 0,
+        };
+    }
+    let mut best: Option<(u32, f64)> = None;
+    for b in 0..count {
+        let d = decode(ty, b as u8);
+        if d.is_nan() || (d == 0.0 && d.is_sign_negative() != v.is_sign_negative() && v == 0.0) {
+            continue;
+        }
+        let err = (d - v).abs();
+        let better = match best {
+            None => true,
+            Some((bb, be)) => err < be || (err == be && (b & 1) == 0 && (bb & 1) == 1),
+        };
+        if better && !(err.is_nan()) {
+            best = Some((b, err));
+        }
+    }
+    let (b, _) = best.unwrap_or((0, 0.0));
+    let max_finite = (0..count)
+        .map(|c| decode(ty, c as u8))
+        .filter(|d| d.is_finite())
+        .fold(0f64, f64::max);
+    if v.abs() > max_finite && !v.is_infinite() || v.is_infinite() {
+        // Out of range: infinity if representable, else NaN, else saturate.
+        if f.special == Special::Ieee {
+            return b as u8;
+        }
+        if v.abs() > max_finite {
+            if let Some(c) = nan_code {
+                if f.special == Special::Finite {
+                    return b as u8;
+                }
+                let neg = v < 0.0 && f.special == Special::Fn;
+                return (c | if neg { 1 << (total - 1) } else { 0 }) as u8;
+            }
+        }
+    }
+    b as u8
+}
+
+/// HLO text for one element of a small float type.
+pub fn format(ty: ElementType, bits: u8) -> String {
+    let v = decode(ty, bits);
+    if v.is_nan() {
+        let total = format_of(ty)
+            .map(|f| 1 + f.exp_bits + f.mant_bits)
+            .unwrap_or(8);
+        let neg = format_of(ty).map(|f| f.special) == Some(Special::Fn)
+            && (bits as u32 >> (total - 1)) & 1 == 1;
+        return if neg { "-nan".into() } else { "nan".into() };
+    }
+    super::literal::format_float(v, (v as f32).to_bits() as u64, 32, 23)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e4m3fn_known_values() {
+        // Hand-derived: 0x38 = 0 0111 000 = 1.0; 0x7e = 448 (max finite); 0x7f = NaN.
+        assert_eq!(decode(ElementType::F8E4M3FN, 0x38), 1.0);
+        assert_eq!(decode(ElementType::F8E4M3FN, 0x7e), 448.0);
+        assert!(decode(ElementType::F8E4M3FN, 0x7f).is_nan());
+        assert_eq!(decode(ElementType::F8E4M3FN, 0x01), 2f64.powi(-9));
+        assert_eq!(encode(ElementType::F8E4M3FN, 1.0), 0x38);
+        assert_eq!(encode(ElementType::F8E4M3FN, -448.0), 0xfe);
+    }
+
+    #[test]
+    fn e5m2_has_infinity_and_round_trips_every_code() {
+        assert_eq!(decode(ElementType::F8E5M2, 0x7c), f64::INFINITY);
+        for b in 0..=255u8 {
+            let v = decode(ElementType::F8E5M2, b);
+            if !v.is_nan() {
+                assert_eq!(encode(ElementType::F8E5M2, v), b, "code {b:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn f4e2m1_values() {
+        // 0b0111 = exp 3, mant 1: (1.5) * 2^(3-1) = 6 (max finite).
+        assert_eq!(decode(ElementType::F4E2M1FN, 0x7), 6.0);
+        assert_eq!(decode(ElementType::F4E2M1FN, 0x1), 0.5);
+    }
+}
