@@ -17,6 +17,7 @@ pub mod reduce;
 pub mod rng;
 pub mod shape_ops;
 pub mod sort;
+pub mod util;
 
 use crate::hlo::{
     ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode,
