@@ -46,8 +46,10 @@ impl Computation {
         for id in self.ids() {
             let i = self.instr(id);
             if i.opcode == Opcode::Parameter {
-                if let Some(n) = i.attrs.parameter_number {
-                    let n = n.max(0) as usize;
+                // Numbers beyond the instruction count can never be contiguous; the verifier
+                // reports them, and ignoring them here keeps this allocation bounded.
+                if let Some(n) = i.attrs.parameter_number.filter(|&n| n >= 0 && (n as usize) < self.instructions.len()) {
+                    let n = n as usize;
                     if out.len() <= n {
                         out.resize(n + 1, None);
                     }

@@ -279,7 +279,9 @@ impl<'a> Parser<'a> {
                         if self.c.eat(b')')? {
                             break;
                         }
-                        self.c.expect(b',', "between operands")?;
+                        if !self.c.eat(b',')? {
+                            return self.c.error(format!("expected ',' or ')' after an operand, found {}", self.c.describe_next()));
+                        }
                     }
                 }
             }

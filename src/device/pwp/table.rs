@@ -143,7 +143,8 @@ fn mixed(v: f32, x: f32, d0: f32, d1: f32, d2: f64, d3: f64) -> f32 {
 }
 
 /// A clamp corner: values whose magnitude bits are beyond `threshold` use `cubic`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Equality is bitwise, like [`Cubic`]'s.
+#[derive(Clone, Copy, Debug)]
 pub struct Corner {
     /// Non-negative magnitude threshold (its bits are compared with the input's magnitude
     /// bits). Low corner: used when `|v| < threshold`; high corner: when `|v| >= threshold`.
@@ -151,6 +152,13 @@ pub struct Corner {
     /// The corner's cubic, evaluated at the signed `v` (or `|v|` in symmetric tables).
     pub cubic: Cubic,
 }
+
+impl PartialEq for Corner {
+    fn eq(&self, o: &Self) -> bool {
+        self.threshold.to_bits() == o.threshold.to_bits() && self.cubic == o.cubic
+    }
+}
+impl Eq for Corner {}
 
 /// One octave (biased exponent) of a half: `2^k` equal buckets over its mantissa range.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,186 @@
+//! Tables for user expressions: `hlosim lut build --expr 'x*tanh(log(1+exp(x)))'`.
+//!
+//! The expression is parsed and compiled once with the `exmex` crate and evaluated in f64. The
+//! variable is `x`; available functions are exmex's float operators (`sin cos tan asin acos atan
+//! sinh cosh tanh asinh acosh atanh exp ln log log2 log10 sqrt cbrt abs signum floor ceil round
+//! trunc fract`, binary `atan2 min max` as `min(a, b)`, constants `PI E TAU`) plus `erf`, `erfc`,
+//! `sigmoid`, `softplus`, `relu`, `gelu`, `silu` and `pow(a, b)` (same as `a^b`). `log` is the
+//! natural logarithm. The common transcendental functions are routed through `libm` so a table
+//! built from an expression is the same on every platform.
+
+use super::fit::{build_table, FitSettings, FitSpec};
+use super::functions;
+use super::sweep::AccuracyTarget;
+use super::table::{Symmetry, Table};
+use super::PwpError;
+use exmex::prelude::*;
+use exmex::{BinOp, FloatOpsFactory, MakeOperators, Operator};
+
+/// exmex operator set: the default float operators with libm-backed transcendental functions
+/// and the extra activation functions listed in the module docs.
+#[derive(Clone, Debug)]
+pub struct PwpOps;
+
+fn relu(x: f64) -> f64 {
+    functions::relu(x)
+}
+
+impl MakeOperators<f64> for PwpOps {
+    fn make<'a>() -> Vec<Operator<'a, f64>> {
+        let ours: Vec<Operator<'a, f64>> = vec![
+            Operator::make_unary("exp", libm::exp),
+            Operator::make_unary("ln", libm::log),
+            Operator::make_unary("log", libm::log),
+            Operator::make_unary("log2", libm::log2),
+            Operator::make_unary("log10", libm::log10),
+            Operator::make_unary("tanh", libm::tanh),
+            Operator::make_unary("sinh", libm::sinh),
+            Operator::make_unary("cosh", libm::cosh),
+            Operator::make_unary("sin", libm::sin),
+            Operator::make_unary("cos", libm::cos),
+            Operator::make_unary("tan", libm::tan),
+            Operator::make_unary("atan", libm::atan),
+            Operator::make_unary("sqrt", libm::sqrt),
+            Operator::make_unary("cbrt", libm::cbrt),
+            Operator::make_unary("erf", libm::erf),
+            Operator::make_unary("erfc", libm::erfc),
+            Operator::make_unary("sigmoid", functions::sigmoid),
+            Operator::make_unary("softplus", functions::softplus),
+            Operator::make_unary("relu", relu),
+            Operator::make_unary("gelu", functions::gelu),
+            Operator::make_unary("silu", functions::silu),
+            Operator::make_bin("pow", BinOp { apply: libm::pow, prio: 0, is_commutative: false }),
+            Operator::make_bin("^", BinOp { apply: libm::pow, prio: 4, is_commutative: false }),
+        ];
+        let mut ops: Vec<Operator<'a, f64>> = FloatOpsFactory::<f64>::make()
+            .into_iter()
+            .filter(|o| !ours.iter().any(|m| m.repr() == o.repr()))
+            .collect();
+        ops.extend(ours);
+        ops
+    }
+}
+
+/// A compiled user expression f(x), evaluated in f64. Shareable across threads.
+pub struct UserFunction {
+    source: String,
+    expr: FlatEx<f64, PwpOps>,
+    has_x: bool,
+}
+
+impl std::fmt::Debug for UserFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "UserFunction({:?})", self.source)
+    }
+}
+
+impl UserFunction {
+    /// Parse and compile `src`. Errors name the position (0-based byte offset) where the
+    /// checker can tell it, e.g. an unknown name or an unbalanced parenthesis.
+    pub fn parse(src: &str) -> Result<UserFunction, PwpError> {
+        precheck(src)?;
+        let expr = FlatEx::<f64, PwpOps>::parse(src)
+            .map_err(|e| PwpError::Expr(format!("{src:?}: {}", e.msg())))?;
+        let names = expr.var_names().to_vec();
+        let has_x = match names.as_slice() {
+            [] => false,
+            [x] if x == "x" => true,
+            other => {
+                let bad: Vec<&String> = other.iter().filter(|n| n.as_str() != "x").collect();
+                return Err(PwpError::Expr(format!(
+                    "{src:?}: unknown name(s) {bad:?}: the only variable is x"
+                )));
+            }
+        };
+        Ok(UserFunction { source: src.to_string(), expr, has_x })
+    }
+
+    /// Evaluate at `x` (NaN if the expression cannot be evaluated there).
+    pub fn eval(&self, x: f64) -> f64 {
+        let r = if self.has_x { self.expr.eval(&[x]) } else { self.expr.eval(&[]) };
+        r.unwrap_or(f64::NAN)
+    }
+
+    /// The expression text.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The symmetry the function shows on a fixed set of probe points (exact equality of the
+    /// f64 values): odd, even, point-symmetric about (0, ½), or none.
+    pub fn detect_symmetry(&self) -> Symmetry {
+        let probes: Vec<f64> = (-40..=40).map(|i| 1.37f64.powi(i)).collect();
+        let all = |p: &dyn Fn(f64, f64) -> bool| probes.iter().all(|&x| p(self.eval(x), self.eval(-x)));
+        let close = |a: f64, b: f64| a == b || (a - b).abs() <= 1e-15 * a.abs().max(b.abs());
+        if all(&|a, b| close(a, -b)) {
+            Symmetry::Odd
+        } else if all(&|a, b| close(a, b)) {
+            Symmetry::Even
+        } else if all(&|a, b| close(a, 1.0 - b)) {
+            Symmetry::Point
+        } else {
+            Symmetry::None
+        }
+    }
+}
+
+/// Position-aware checks exmex does not report precisely: unbalanced parentheses and names
+/// that are neither an operator nor `x`.
+fn precheck(src: &str) -> Result<(), PwpError> {
+    if src.trim().is_empty() {
+        return Err(PwpError::Expr("empty expression".into()));
+    }
+    let ops = PwpOps::make();
+    let mut depth: Vec<usize> = Vec::new();
+    let bytes = src.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i] as char;
+        if c == '(' {
+            depth.push(i);
+        } else if c == ')' && depth.pop().is_none() {
+            return Err(PwpError::Expr(format!("{src:?}: unmatched ')' at position {i}")));
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < bytes.len() && ((bytes[i] as char).is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            let name = &src[start..i];
+            let is_number_exp = start > 0
+                && (name.starts_with('e') || name.starts_with('E'))
+                && (bytes[start - 1] as char).is_ascii_digit();
+            if name != "x" && !is_number_exp && !ops.iter().any(|o| o.repr() == name) {
+                return Err(PwpError::Expr(format!(
+                    "{src:?}: unknown name {name:?} at position {start} (the variable is x; functions: {})",
+                    ops.iter().filter(|o| o.repr().chars().all(|c| c.is_ascii_alphanumeric())).map(|o| o.repr()).collect::<Vec<_>>().join(" ")
+                )));
+            }
+            continue;
+        }
+        i += 1;
+    }
+    if let Some(p) = depth.pop() {
+        return Err(PwpError::Expr(format!("{src:?}: '(' at position {p} is never closed")));
+    }
+    Ok(())
+}
+
+/// Build a table named `name` for the expression `src`. With `settings = None` the builder
+/// uses the standard accuracy target, eps_f32 = 2^-16, floor 2^-16, and tries the symmetry the
+/// expression shows (see [`UserFunction::detect_symmetry`]) before storing both halves.
+pub fn build_expr_table(name: &str, src: &str, settings: Option<FitSettings>) -> Result<Table, PwpError> {
+    let uf = UserFunction::parse(src)?;
+    let settings = settings.unwrap_or_else(|| {
+        let sym = uf.detect_symmetry();
+        FitSettings {
+            eps_f32: (-16f64).exp2(),
+            floor_f32: (-16f64).exp2(),
+            target: AccuracyTarget::standard(),
+            symmetry: if sym == Symmetry::None { vec![Symmetry::None] } else { vec![sym, Symmetry::None] },
+            domain: None,
+        }
+    });
+    let f = |x: f64| uf.eval(x);
+    let spec = FitSpec { name: name.to_string(), code: None, f: &f, settings };
+    build_table(&spec)
+}
