@@ -110,11 +110,12 @@ struct Sample {
     ex_d: f64,
 }
 
-/// Counts of one check.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Counts of one check, with the first hard failure (input, exact, got) for diagnostics.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Tally {
     hard: u32,
     mis: [u32; 2],
+    first: Option<(f32, f64, f32)>,
 }
 
 impl Tally {
@@ -122,12 +123,33 @@ impl Tally {
         self.hard += o.hard;
         self.mis[0] += o.mis[0];
         self.mis[1] += o.mis[1];
+        if self.first.is_none() {
+            self.first = o.first;
+        }
+    }
+
+    fn fail(&mut self, x: f32, exact: f64, got: f32) {
+        self.hard += 1;
+        if self.first.is_none() {
+            self.first = Some((x, exact, got));
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self.first {
+            Some((x, e, g)) => format!("{} hard failures, first at x = {x:e}: exact {e:e}, got {g:e}", self.hard),
+            None => format!("{} hard failures", self.hard),
+        }
     }
 }
 
 /// One half being fitted: the function seen from that half, tolerances and targets.
 struct Side<'a> {
     f: &'a (dyn Fn(f64) -> f64 + Sync),
+    /// Magnitude bits below which inputs are not checked (flushed subnormals).
+    min_bits: u32,
+    /// Magnitude bits from which inputs are not checked (outside the domain).
+    max_bits: u32,
     sign: f32,
     sym: Symmetry,
     eps: f64,
@@ -176,9 +198,9 @@ impl<'a> Side<'a> {
         (got as f64 - exact).abs() <= self.eps * exact.abs().max(self.floor) + slack
     }
 
-    fn score_one(&self, exact: f64, got: f32, slack: f64, flags: u8, t: &mut Tally) {
+    fn score_one(&self, x: f32, exact: f64, got: f32, slack: f64, flags: u8, t: &mut Tally) {
         if !self.f32_ok(exact, got, slack) {
-            t.hard += 1;
+            t.fail(x, exact, got);
         }
         for (i, flag) in [F_BF16, F_F16].into_iter().enumerate() {
             if flags & flag == 0 {
@@ -194,10 +216,10 @@ impl<'a> Side<'a> {
                     t.mis[i] += 1;
                 }
                 if u > dt.max_ulp as u64 {
-                    t.hard += 1;
+                    t.fail(x, exact, got);
                 }
             } else if g.is_nan() || (g - exact).abs() > dt.abs_tol() {
-                t.hard += 1;
+                t.fail(x, exact, got);
             }
         }
     }
@@ -206,11 +228,11 @@ impl<'a> Side<'a> {
     fn score(&self, c: &Cubic, s: &Sample, t: &mut Tally) {
         let a = f32::from_bits(s.bits);
         let (r, noise) = c.eval_noise(self.sign * a);
-        self.score_one(s.ex, r, noise, s.flags, t);
+        self.score_one(self.sign * a, s.ex, r, noise, s.flags, t);
         if self.sym != Symmetry::None {
             let rd = self.sym.derive(r);
             let slack = noise + if self.sym == Symmetry::Point { 0.5 * ulp32(r as f64) } else { 0.0 };
-            self.score_one(s.ex_d, rd, slack, s.flags, t);
+            self.score_one(-a, s.ex_d, rd, slack, s.flags, t);
         }
     }
 
@@ -346,6 +368,7 @@ fn sample_bank(side: &Side) -> Vec<Sample> {
 }
 
 fn merge_keys(side: &Side, mut keys: Vec<(u32, u8)>) -> Vec<Sample> {
+    keys.retain(|&(b, _)| b >= side.min_bits && b < side.max_bits);
     keys.sort_unstable();
     let mut merged: Vec<(u32, u8)> = Vec::with_capacity(keys.len());
     for (b, f) in keys {
@@ -555,7 +578,12 @@ fn fit_half_structure(side: &Side, domain: Option<f32>) -> Result<HalfFit, PwpEr
     if t_cubic > lo_best.0 {
         lo_best = (t_cubic, low_cubic(side, t_cubic, pin0));
     }
-    let (lo_bits, lo_cubic) = lo_best;
+    let (mut lo_bits, mut lo_cubic) = lo_best;
+    if lo_bits < side.min_bits {
+        // flushed subnormals: the corner answers f(±0) below the smallest normal
+        lo_bits = side.min_bits.min(hi_bits);
+        lo_cubic = Cubic::constant((side.f)(side.sign as f64 * 0.0) as f32);
+    }
     let corner_tally = {
         let mut t = side.score_all(&lo_cubic, range(&bank, 1, lo_bits));
         t.add(side.score_all(&hi_cubic, range(&bank, hi_bits, 0x7f80_0000)));
@@ -568,20 +596,20 @@ fn fit_half_structure(side: &Side, domain: Option<f32>) -> Result<HalfFit, PwpEr
         .map(|&e| {
             let samples = octave_samples(side, &bank, e, lo_bits, hi_bits);
             let mut w = OctaveWork { exponent: e as u8, fits: Vec::new(), samples, lo: lo_bits, hi: hi_bits };
-            let mut worst: Option<Tally> = None;
+            let mut worst = Tally::default();
             for k in 0..=MAX_K {
                 let fit = fit_octave(side, &w, k);
                 if fit.tally.hard == 0 {
                     w.fits.push(fit);
                     return Ok(w);
                 }
-                worst = Some(fit.tally);
+                worst = fit.tally;
             }
             Err(PwpError::Fit(format!(
-                "octave {e} (|x| in [{:e}, {:e})) cannot meet the tolerance even with k = {MAX_K} ({} hard failures)",
+                "octave {e} (|x| in [{:e}, {:e})) cannot meet the tolerance even with k = {MAX_K} ({})",
                 f32::from_bits(e << 23),
                 f32::from_bits((e + 1) << 23),
-                worst.map_or(0, |t| t.hard)
+                worst.describe()
             )))
         })
         .collect();

@@ -88,11 +88,37 @@ pub struct SweepOptions {
     pub floor_log2: Option<i32>,
     /// Absolute tolerance below the floor (log2); default −24.
     pub abs_tol_log2: Option<i32>,
+    /// Skip non-zero inputs with |x| below this (a table built with flushed subnormals is
+    /// verified from 2^-126 up); default 0.
+    pub min_abs_input: f32,
+    /// Skip inputs with |x| at or above this (outside a periodic function's domain); default
+    /// +inf.
+    pub max_abs_input: f32,
 }
 
 impl Default for SweepOptions {
     fn default() -> Self {
-        SweepOptions { f32_points: 10_000_000, progress: false, floor_log2: None, abs_tol_log2: None }
+        SweepOptions {
+            f32_points: 10_000_000,
+            progress: false,
+            floor_log2: None,
+            abs_tol_log2: None,
+            min_abs_input: 0.0,
+            max_abs_input: f32::INFINITY,
+        }
+    }
+}
+
+impl SweepOptions {
+    /// Default options restricted to the input range a table was verified for (its
+    /// [`BuildInfo`](super::BuildInfo)), so sweeps measure what the builder promised.
+    pub fn for_table(table: &Table) -> SweepOptions {
+        let mut o = SweepOptions::default();
+        if let Some(b) = &table.spec().build {
+            o.min_abs_input = b.input_min_abs;
+            o.max_abs_input = b.input_max_abs;
+        }
+        o
     }
 }
 
@@ -398,7 +424,10 @@ pub fn sweep(table: &Table, f: &(dyn Fn(f64) -> f64 + Sync), dtype: Dtype, opts:
     });
     let floor = (floor_log2 as f64).exp2();
     let abs_tol = (opts.abs_tol_log2.unwrap_or(-24) as f64).exp2();
-    let inputs = sweep_inputs(table, dtype, opts.f32_points);
+    let mut inputs = sweep_inputs(table, dtype, opts.f32_points);
+    if opts.min_abs_input > 0.0 || opts.max_abs_input < f32::INFINITY {
+        inputs.retain(|x| *x == 0.0 || (x.abs() >= opts.min_abs_input && x.abs() < opts.max_abs_input));
+    }
     let bar = if opts.progress {
         let pb = indicatif::ProgressBar::new(inputs.len() as u64);
         pb.set_message(format!("{} {}", table.name(), dtype.name()));
@@ -453,17 +482,17 @@ pub fn sweep(table: &Table, f: &(dyn Fn(f64) -> f64 + Sync), dtype: Dtype, opts:
     }
 }
 
-/// Sweep every dtype of `target` and check each; `Err` lists the failures (used by the builder
-/// and the acceptance tests).
+/// Sweep every dtype of `target` and check each, over the input range the table's build info
+/// declares; `Err` lists the failures (used by the builder and the acceptance tests).
 pub fn verify(table: &Table, f: &(dyn Fn(f64) -> f64 + Sync), target: &super::AccuracyTarget) -> Result<Vec<SweepReport>, PwpError> {
     let mut reports = Vec::new();
     let mut errors = Vec::new();
     for t in &target.dtypes {
         let opts = SweepOptions {
             f32_points: 1 << 20,
-            progress: false,
             floor_log2: Some(t.floor_log2),
             abs_tol_log2: Some(t.abs_tol_log2),
+            ..SweepOptions::for_table(table)
         };
         let r = sweep(table, f, t.dtype, &opts);
         if let Err(e) = r.check(t) {

@@ -205,6 +205,14 @@ pub struct BuildInfo {
     pub eps_f32: f64,
     /// Magnitude below which the f32 tolerance becomes absolute (eps_f32 · floor_f32).
     pub floor_f32: f64,
+    /// Inputs were checked and verified only for `input_min_abs <= |x| < input_max_abs` (and
+    /// ±0): 0 / +inf normally; 2^-126 when subnormal inputs are flushed (their low corner
+    /// returns f(±0)); the domain bound for periodic functions (a NaN corner beyond it).
+    pub input_min_abs: f32,
+    /// See `input_min_abs`.
+    pub input_max_abs: f32,
+    /// Bucket budget the builder worked within (the shipped table's size), if any.
+    pub max_buckets: Option<u32>,
     /// Exhaustive per-dtype targets the table was verified against.
     pub targets: Vec<DtypeTarget>,
 }
@@ -237,6 +245,7 @@ pub struct BuildInfo {
 ///   "build": {                         // or null for hand-made tables
 ///     "builder": "hlosim-pwp-fit/1", "method": "...",
 ///     "eps_f32": "0x3f00000000000000", "floor_f32": "0x3ef0000000000000",
+///     "input_min_abs": "0x00000000", "input_max_abs": "0x7f800000", "max_buckets": 66,
 ///     "targets": [{"dtype": "bf16", "min_correct_ppm": 999000, "max_ulp": 1,
 ///                  "floor_log2": -16, "abs_tol_log2": -24}, ...]
 ///   }
@@ -404,6 +413,14 @@ impl TableSpec {
                 let _ = writeln!(s, "    \"method\": {},", q(&b.method));
                 let _ = writeln!(s, "    \"eps_f32\": {},", hex64(b.eps_f32));
                 let _ = writeln!(s, "    \"floor_f32\": {},", hex64(b.floor_f32));
+                let _ = writeln!(s, "    \"input_min_abs\": {},", hex32(b.input_min_abs));
+                let _ = writeln!(s, "    \"input_max_abs\": {},", hex32(b.input_max_abs));
+                match b.max_buckets {
+                    Some(m) => {
+                        let _ = writeln!(s, "    \"max_buckets\": {m},");
+                    }
+                    None => s.push_str("    \"max_buckets\": null,\n"),
+                }
                 s.push_str("    \"targets\": [");
                 for (i, t) in b.targets.iter().enumerate() {
                     s.push_str(if i == 0 { "\n" } else { ",\n" });
@@ -615,6 +632,9 @@ struct WireBuild {
     method: String,
     eps_f32: HexF64,
     floor_f32: HexF64,
+    input_min_abs: HexF32,
+    input_max_abs: HexF32,
+    max_buckets: Option<u32>,
     targets: Vec<DtypeTarget>,
 }
 
@@ -683,6 +703,9 @@ impl WireTable {
                 method: b.method,
                 eps_f32: b.eps_f32.0,
                 floor_f32: b.floor_f32.0,
+                input_min_abs: b.input_min_abs.0,
+                input_max_abs: b.input_max_abs.0,
+                max_buckets: b.max_buckets,
                 targets: b.targets,
             }),
         })
