@@ -1,4 +1,13 @@
 //! The Neuron device model: activation tables (PWP), the function-set roster, the
-//! activation engine with single-set residency, and the compare unit.
+//! activation engine with single-set residency, the compare unit, and the executor that runs
+//! a legalized module on them.
 
+pub mod act_engine;
+pub mod compare_unit;
+pub mod executor;
+pub mod findings;
+pub mod pwp;
 pub mod roster;
+
+pub use executor::{execute_on_device, DeviceConfig, DeviceRun};
+pub use findings::{Finding, FindingKind, Level};
