@@ -4,7 +4,10 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use hlosim::hlo::{parse_module, print_module, verify_module};
 
-const LARGEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/real/kahfizulkifli__llama2__llama2_dp=1_tp=1_pp=1.hlo");
+const LARGEST: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../shared/corpus/real/kahfizulkifli__llama2__llama2_dp=1_tp=1_pp=1.hlo"
+);
 
 fn bench(c: &mut Criterion) {
     let text = std::fs::read_to_string(LARGEST).expect("corpus beside the repository");

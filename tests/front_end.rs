@@ -29,9 +29,19 @@ fn round_trip(path: &Path) -> String {
     let m = parse_module(&text).unwrap_or_else(|e| panic!("{}:{e}", path.display()));
     verify_module(&m).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let printed = print_module(&m);
-    let m2 = parse_module(&printed).unwrap_or_else(|e| panic!("re-parse of printed {}: {e}", path.display()));
-    assert!(m2 == m, "{}: printed module re-parses to a different module", path.display());
-    assert_eq!(print_module(&m2), printed, "{}: printing is not stable", path.display());
+    let m2 = parse_module(&printed)
+        .unwrap_or_else(|e| panic!("re-parse of printed {}: {e}", path.display()));
+    assert!(
+        m2 == m,
+        "{}: printed module re-parses to a different module",
+        path.display()
+    );
+    assert_eq!(
+        print_module(&m2),
+        printed,
+        "{}: printing is not stable",
+        path.display()
+    );
     printed
 }
 
@@ -52,7 +62,9 @@ fn every_real_corpus_module_round_trips_and_prints_text_xla_accepts() {
     assert_eq!(files.len(), 8);
     for f in files {
         let printed = round_trip(&f);
-        let fixture = Path::new(ROOT).join("tests/fixtures/xla_accepts/corpus").join(f.file_name().unwrap());
+        let fixture = Path::new(ROOT)
+            .join("tests/fixtures/xla_accepts/corpus")
+            .join(f.file_name().unwrap());
         check_against_xla_accepted(&printed, &fixture);
     }
 }
@@ -62,7 +74,10 @@ fn every_fixture_module_round_trips_and_prints_text_xla_accepts() {
     let dir = Path::new(ROOT).join("tests/fixtures/eval");
     let mut jax = 0;
     let mut total = 0;
-    let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     names.sort();
     for d in names {
         let module = d.join("module.hlo");
@@ -76,7 +91,9 @@ fn every_fixture_module_round_trips_and_prints_text_xla_accepts() {
         }
         let printed = round_trip(&module);
         let name = d.file_name().unwrap().to_string_lossy().into_owned();
-        let fixture = Path::new(ROOT).join("tests/fixtures/xla_accepts/eval").join(format!("{name}.hlo"));
+        let fixture = Path::new(ROOT)
+            .join("tests/fixtures/xla_accepts/eval")
+            .join(format!("{name}.hlo"));
         check_against_xla_accepted(&printed, &fixture);
     }
     assert!(jax >= 30, "only {jax} fixture modules come from JAX");
@@ -89,8 +106,18 @@ fn invalid_corpus_files_are_rejected_at_the_undefined_reference() {
     // %reduce.125.MaxFunc.130, which the dump never defines; line 11 uses %multiply.42,
     // which is never defined.
     let cases = [
-        ("wenboqian__gpt2_tp=1_n_layer=2_output2.hlo", 60, 128, "computation 'reduce.125.MaxFunc.130' does not exist"),
-        ("wenboqian__pp4_tp8_dp1.hlo", 11, 60, "instruction 'multiply.42' does not exist"),
+        (
+            "wenboqian__gpt2_tp=1_n_layer=2_output2.hlo",
+            60,
+            128,
+            "computation 'reduce.125.MaxFunc.130' does not exist",
+        ),
+        (
+            "wenboqian__pp4_tp8_dp1.hlo",
+            11,
+            60,
+            "instruction 'multiply.42' does not exist",
+        ),
     ];
     for (file, line, col, msg) in cases {
         let text = std::fs::read_to_string(corpus("invalid").join(file)).unwrap();
@@ -98,8 +125,16 @@ fn invalid_corpus_files_are_rejected_at_the_undefined_reference() {
         assert_eq!((e.line, e.col), (line, col), "{file}: {e}");
         assert!(e.message.contains(msg), "{file}: {e}");
         let line_text = text.lines().nth(line as usize - 1).unwrap();
-        let at: String = line_text.chars().skip(col as usize - 1).take(msg.split('\'').nth(1).unwrap().len() + 1).collect();
-        assert!(at.trim_start_matches('%').starts_with(msg.split('\'').nth(1).unwrap()), "{file}: column points at {at:?}");
+        let at: String = line_text
+            .chars()
+            .skip(col as usize - 1)
+            .take(msg.split('\'').nth(1).unwrap().len() + 1)
+            .collect();
+        assert!(
+            at.trim_start_matches('%')
+                .starts_with(msg.split('\'').nth(1).unwrap()),
+            "{file}: column points at {at:?}"
+        );
     }
 }
 
@@ -140,7 +175,13 @@ ENTRY e {
     let printed = print_module(&m);
     assert_eq!(parse_module(&printed).unwrap(), m, "{printed}");
     // Hand-checked spellings of the special values.
-    for want in ["nan, -nan, nan(0x1), -inf, -0, 1e-45", "{true, false, true, false}", "18446744073709551615", "(nan, inf)", "{448, -0.5, nan}"] {
+    for want in [
+        "nan, -nan, nan(0x1), -inf, -0, 1e-45",
+        "{true, false, true, false}",
+        "18446744073709551615",
+        "(nan, inf)",
+        "{448, -0.5, nan}",
+    ] {
         assert!(printed.contains(want), "missing {want:?} in\n{printed}");
     }
 }

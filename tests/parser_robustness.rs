@@ -19,12 +19,21 @@ fn corpus_texts() -> Vec<(String, String)> {
         .expect("corpus directory beside the repository")
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().map(|e| e == "hlo").unwrap_or(false))
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).unwrap()))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read_to_string(&p).unwrap(),
+            )
+        })
         // The 870 KB llama2 dump would dominate the run time; the others cover its syntax.
         .filter(|(_, t)| t.len() < 200_000)
         .collect();
     v.sort();
-    assert!(v.len() >= 7, "expected the small corpus modules, found {}", v.len());
+    assert!(
+        v.len() >= 7,
+        "expected the small corpus modules, found {}",
+        v.len()
+    );
     v
 }
 
@@ -69,7 +78,14 @@ fn mutate(text: &str, rng: &mut StdRng) -> String {
             if a.1 > b.0 {
                 return text.to_string();
             }
-            format!("{}{}{}{}{}", &text[..a.0], &text[b.0..b.1], &text[a.1..b.0], &text[a.0..a.1], &text[b.1..])
+            format!(
+                "{}{}{}{}{}",
+                &text[..a.0],
+                &text[b.0..b.1],
+                &text[a.1..b.0],
+                &text[a.0..a.1],
+                &text[b.1..]
+            )
         }
         3 => {
             let mut bytes = text.as_bytes().to_vec();
@@ -81,12 +97,22 @@ fn mutate(text: &str, rng: &mut StdRng) -> String {
         }
         4 => {
             // A huge number where a number stood.
-            let nums: Vec<_> = toks.iter().filter(|(s, _)| text.as_bytes()[*s].is_ascii_digit()).collect();
+            let nums: Vec<_> = toks
+                .iter()
+                .filter(|(s, _)| text.as_bytes()[*s].is_ascii_digit())
+                .collect();
             if nums.is_empty() {
                 return text.to_string();
             }
             let (s, e) = *nums[rng.gen_range(0..nums.len())];
-            let huge = ["99999999999999999999999", "9223372036854775807", "-9223372036854775808", "4294967296", "1e400", "-1"][rng.gen_range(0..6)];
+            let huge = [
+                "99999999999999999999999",
+                "9223372036854775807",
+                "-9223372036854775808",
+                "4294967296",
+                "1e400",
+                "-1",
+            ][rng.gen_range(0..6)];
             format!("{}{}{}", &text[..s], huge, &text[e..])
         }
         5 => {
@@ -109,7 +135,11 @@ fn mutate(text: &str, rng: &mut StdRng) -> String {
         _ => {
             let i = rng.gen_range(0..text.len());
             let mut t = String::from_utf8_lossy(&text.as_bytes()[..i]).into_owned();
-            t.push_str(["\u{feff}", "é", "\0", "/*", "\"", "{...}", "nan(0x", "ROOT "][rng.gen_range(0..8)]);
+            t.push_str(
+                [
+                    "\u{feff}", "é", "\0", "/*", "\"", "{...}", "nan(0x", "ROOT ",
+                ][rng.gen_range(0..8)],
+            );
             t.push_str(&String::from_utf8_lossy(&text.as_bytes()[i..]));
             t
         }
@@ -150,15 +180,23 @@ fn mutated_corpus_never_panics_or_hangs() {
                     .unwrap_or_default();
                 let path = std::env::temp_dir().join(format!("hlosim-panic-{i}.hlo"));
                 std::fs::write(&path, &m).unwrap();
-                panic!("mutation {i} of {name} made the front end panic ({msg}); input saved to {}", path.display());
+                panic!(
+                    "mutation {i} of {name} made the front end panic ({msg}); input saved to {}",
+                    path.display()
+                );
             }
         }
-        assert!(elapsed < HANG_LIMIT, "mutation {i} of {name} took {elapsed:?}");
+        assert!(
+            elapsed < HANG_LIMIT,
+            "mutation {i} of {name} took {elapsed:?}"
+        );
         panic::set_hook(Box::new(|_| {}));
     }
     let _ = panic::take_hook();
     assert_eq!(errors + accepted, MUTATIONS);
     // Most mutations must be rejected: a front end that accepts everything is not checking.
-    assert!(errors > MUTATIONS / 2, "only {errors} of {MUTATIONS} mutations were rejected");
+    assert!(
+        errors > MUTATIONS / 2,
+        "only {errors} of {MUTATIONS} mutations were rejected"
+    );
 }
-

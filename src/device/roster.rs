@@ -62,7 +62,10 @@ impl fmt::Display for RosterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RosterError::NoSetHolds { function, position } => {
-                write!(f, "no function set holds '{function}' (activation #{position})")
+                write!(
+                    f,
+                    "no function set holds '{function}' (activation #{position})"
+                )
             }
             RosterError::Malformed(m) => write!(f, "malformed roster: {m}"),
         }
@@ -89,42 +92,58 @@ impl Roster {
 
     /// Parses and checks a roster file.
     pub fn from_json(text: &str) -> Result<Roster, RosterError> {
-        let r: Roster = serde_json::from_str(text).map_err(|e| RosterError::Malformed(e.to_string()))?;
+        let r: Roster =
+            serde_json::from_str(text).map_err(|e| RosterError::Malformed(e.to_string()))?;
         for (i, s) in r.sets.iter().enumerate() {
             if s.index != i {
-                return Err(RosterError::Malformed(format!("set '{}' has index {} at position {i}", s.name, s.index)));
+                return Err(RosterError::Malformed(format!(
+                    "set '{}' has index {} at position {i}",
+                    s.name, s.index
+                )));
             }
         }
         if r.sets.is_empty() {
             return Err(RosterError::Malformed("no sets".into()));
         }
         if r.max_sets_per_kernel == 0 {
-            return Err(RosterError::Malformed("max_sets_per_kernel must be positive".into()));
+            return Err(RosterError::Malformed(
+                "max_sets_per_kernel must be positive".into(),
+            ));
         }
         Ok(r)
     }
 
     /// Whether set `set` holds `function` (as a hero or a resident).
     pub fn holds(&self, set: usize, function: &str) -> bool {
-        self.residents.iter().any(|r| r == function) || self.sets[set].heroes.iter().any(|h| h == function)
+        self.residents.iter().any(|r| r == function)
+            || self.sets[set].heroes.iter().any(|h| h == function)
     }
 
     /// Sets holding `function`, in roster order.
     pub fn sets_holding(&self, function: &str) -> Vec<usize> {
-        (0..self.sets.len()).filter(|&s| self.holds(s, function)).collect()
+        (0..self.sets.len())
+            .filter(|&s| self.holds(s, function))
+            .collect()
     }
 
     /// Plans the sets for an activation sequence. Loads happen only where the chosen set
     /// changes (the compiler hoists loads and drops those whose set is already resident);
     /// the engine starts with no set resident.
-    pub fn plan<S: AsRef<str>>(&self, sequence: &[S], chooser: Chooser) -> Result<SetPlan, RosterError> {
+    pub fn plan<S: AsRef<str>>(
+        &self,
+        sequence: &[S],
+        chooser: Chooser,
+    ) -> Result<SetPlan, RosterError> {
         let candidates: Vec<Vec<usize>> = sequence
             .iter()
             .enumerate()
             .map(|(i, f)| {
                 let c = self.sets_holding(f.as_ref());
                 if c.is_empty() {
-                    Err(RosterError::NoSetHolds { function: f.as_ref().to_string(), position: i })
+                    Err(RosterError::NoSetHolds {
+                        function: f.as_ref().to_string(),
+                        position: i,
+                    })
                 } else {
                     Ok(c)
                 }
@@ -151,7 +170,11 @@ fn plan_from_choice(chosen: Vec<usize>) -> SetPlan {
             distinct.push(s);
         }
     }
-    SetPlan { chosen, loads, distinct }
+    SetPlan {
+        chosen,
+        loads,
+        distinct,
+    }
 }
 
 /// Minimum-load choice: `cost[s]` = fewest loads for the prefix ending with `s` resident.
@@ -213,22 +236,31 @@ mod tests {
         // erf lives only in set 2.
         assert_eq!(r.sets_holding("erf"), vec![2]);
         assert!(r.holds(10, "gelu") && r.holds(10, "derivative_gelu"));
-        assert!(r.sets_holding("silu").iter().all(|&s| !r.holds(s, "derivative_silu")));
+        assert!(r
+            .sets_holding("silu")
+            .iter()
+            .all(|&s| !r.holds(s, "derivative_silu")));
         assert_eq!(r.function_codes["gelu"], 23);
     }
 
     #[test]
     fn gelu_then_derivative_loads_one_set() {
-        let p = Roster::trainium().plan(&["gelu", "derivative_gelu"], Chooser::FirstFit).unwrap();
+        let p = Roster::trainium()
+            .plan(&["gelu", "derivative_gelu"], Chooser::FirstFit)
+            .unwrap();
         assert_eq!(p.loads, vec![PlannedLoad { before: 0, set: 10 }]);
     }
 
     #[test]
     fn gelu_silu_gelu_loads_three_times() {
-        let p = Roster::trainium().plan(&["gelu", "silu", "gelu"], Chooser::FirstFit).unwrap();
+        let p = Roster::trainium()
+            .plan(&["gelu", "silu", "gelu"], Chooser::FirstFit)
+            .unwrap();
         let sets: Vec<usize> = p.loads.iter().map(|l| l.set).collect();
         assert_eq!(sets, vec![10, 18, 10]);
-        let o = Roster::trainium().plan(&["gelu", "silu", "gelu"], Chooser::Optimal).unwrap();
+        let o = Roster::trainium()
+            .plan(&["gelu", "silu", "gelu"], Chooser::Optimal)
+            .unwrap();
         assert_eq!(o.loads.len(), 3, "no single set holds both gelu and silu");
     }
 
@@ -246,13 +278,27 @@ mod tests {
     #[test]
     fn optimal_never_loads_more_than_first_fit() {
         let r = Roster::trainium();
-        let fns = ["tanh", "gelu", "silu", "exp", "sigmoid", "erf", "sin", "ln", "derivative_silu", "abs", "arctan"];
+        let fns = [
+            "tanh",
+            "gelu",
+            "silu",
+            "exp",
+            "sigmoid",
+            "erf",
+            "sin",
+            "ln",
+            "derivative_silu",
+            "abs",
+            "arctan",
+        ];
         // Deterministic pseudo-random sequences (LCG) of several lengths.
         let mut x: u64 = 12345;
         for len in 1..40 {
             let seq: Vec<&str> = (0..len)
                 .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     fns[(x >> 33) as usize % fns.len()]
                 })
                 .collect();
@@ -267,8 +313,16 @@ mod tests {
 
     #[test]
     fn unknown_function_is_an_error() {
-        let e = Roster::trainium().plan(&["gelu", "frobnicate"], Chooser::FirstFit).unwrap_err();
-        assert_eq!(e, RosterError::NoSetHolds { function: "frobnicate".into(), position: 1 });
+        let e = Roster::trainium()
+            .plan(&["gelu", "frobnicate"], Chooser::FirstFit)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            RosterError::NoSetHolds {
+                function: "frobnicate".into(),
+                position: 1
+            }
+        );
     }
 
     #[test]

@@ -48,7 +48,11 @@ impl Computation {
             if i.opcode == Opcode::Parameter {
                 // Numbers beyond the instruction count can never be contiguous; the verifier
                 // reports them, and ignoring them here keeps this allocation bounded.
-                if let Some(n) = i.attrs.parameter_number.filter(|&n| n >= 0 && (n as usize) < self.instructions.len()) {
+                if let Some(n) = i
+                    .attrs
+                    .parameter_number
+                    .filter(|&n| n >= 0 && (n as usize) < self.instructions.len())
+                {
                     let n = n as usize;
                     if out.len() <= n {
                         out.resize(n + 1, None);

@@ -280,7 +280,10 @@ impl<'a> Parser<'a> {
                             break;
                         }
                         if !self.c.eat(b',')? {
-                            return self.c.error(format!("expected ',' or ')' after an operand, found {}", self.c.describe_next()));
+                            return self.c.error(format!(
+                                "expected ',' or ')' after an operand, found {}",
+                                self.c.describe_next()
+                            ));
                         }
                     }
                 }

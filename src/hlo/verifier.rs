@@ -426,7 +426,11 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
                     ));
                 }
                 let len = d.limit - d.start;
-                want.push(if len == 0 { 0 } else { (len - 1) / d.stride + 1 });
+                want.push(if len == 0 {
+                    0
+                } else {
+                    (len - 1) / d.stride + 1
+                });
             }
             ctx.expect_dims(&want)?;
         }
@@ -491,7 +495,12 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
         O::Pad => verify_pad(ctx)?,
         O::Reverse => {
             let o = ctx.op_array(0)?.clone();
-            check_dims_in_range(ctx, ins.attrs.dimensions.as_deref().unwrap_or(&[]), o.rank(), "reverse dimension")?;
+            check_dims_in_range(
+                ctx,
+                ins.attrs.dimensions.as_deref().unwrap_or(&[]),
+                o.rank(),
+                "reverse dimension",
+            )?;
             ctx.expect_dims(&o.dims)?;
         }
         O::DynamicSlice | O::DynamicUpdateSlice => verify_dynamic_slice(ctx)?,
@@ -499,9 +508,15 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
         O::Scatter => verify_scatter(ctx)?,
         O::Convolution => verify_convolution(ctx)?,
         O::RngBitGenerator => {
-            let Shape::Tuple(parts) = &ins.shape else { return ctx.err("rng-bit-generator returns (state, bits)") };
+            let Shape::Tuple(parts) = &ins.shape else {
+                return ctx.err("rng-bit-generator returns (state, bits)");
+            };
             if parts.len() != 2 || !parts[0].compatible(ctx.op(0)) {
-                return ctx.err(format!("rng-bit-generator result {} must be (state {}, bits)", ins.shape, ctx.op(0)));
+                return ctx.err(format!(
+                    "rng-bit-generator result {} must be (state {}, bits)",
+                    ins.shape,
+                    ctx.op(0)
+                ));
             }
         }
         O::Reduce => verify_reduce(ctx)?,
@@ -565,7 +580,9 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
             for i in 0..ins.operands.len() {
                 let o = ctx.op_array(i)?;
                 if o.dims != r {
-                    return ctx.err(format!("map operand {i} {o} does not match the result dimensions {r:?}"));
+                    return ctx.err(format!(
+                        "map operand {i} {o} does not match the result dimensions {r:?}"
+                    ));
                 }
                 ps.push(Shape::scalar(o.ty));
             }
@@ -578,7 +595,9 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
             for i in 0..ins.operands.len() {
                 let o = ctx.op_array(i)?;
                 if o.dims != first {
-                    return ctx.err(format!("sort operand {i} {o} differs in dimensions from operand 0"));
+                    return ctx.err(format!(
+                        "sort operand {i} {o} differs in dimensions from operand 0"
+                    ));
                 }
                 ps.push(Shape::scalar(o.ty));
                 ps.push(Shape::scalar(o.ty));
@@ -811,19 +830,34 @@ fn verify_pad(ctx: &Ctx) -> Result<(), VerifyError> {
     if !v.dims.is_empty() || v.ty != o.ty {
         return ctx.err(format!("pad value must be a {} scalar, found {v}", o.ty));
     }
-    let Some(p) = &ctx.ins.attrs.padding else { return ctx.err("pad needs padding=") };
+    let Some(p) = &ctx.ins.attrs.padding else {
+        return ctx.err("pad needs padding=");
+    };
     if p.len() != o.rank() {
-        return ctx.err(format!("padding has {} dimensions for rank {}", p.len(), o.rank()));
+        return ctx.err(format!(
+            "padding has {} dimensions for rank {}",
+            p.len(),
+            o.rank()
+        ));
     }
     let mut want = Vec::new();
     for (i, d) in p.iter().enumerate() {
         if d.interior < 0 {
-            return ctx.err(format!("interior padding {} of dimension {i} is negative", d.interior));
+            return ctx.err(format!(
+                "interior padding {} of dimension {i} is negative",
+                d.interior
+            ));
         }
         let n = o.dims[i];
-        let size = (n as i128) + (d.lo as i128) + (d.hi as i128) + (n.max(1) as i128 - 1) * d.interior as i128;
+        let size = (n as i128)
+            + (d.lo as i128)
+            + (d.hi as i128)
+            + (n.max(1) as i128 - 1) * d.interior as i128;
         if size < 0 || size > i64::MAX as i128 {
-            return ctx.err(format!("padding {}_{}_{} makes dimension {i} size {size}", d.lo, d.hi, d.interior));
+            return ctx.err(format!(
+                "padding {}_{}_{} makes dimension {i} size {size}",
+                d.lo, d.hi, d.interior
+            ));
         }
         want.push(size as i64);
     }
@@ -833,25 +867,42 @@ fn verify_pad(ctx: &Ctx) -> Result<(), VerifyError> {
 fn verify_dynamic_slice(ctx: &Ctx) -> Result<(), VerifyError> {
     let ins = ctx.ins;
     let o = ctx.op_array(0)?.clone();
-    let first_index = if ins.opcode == Opcode::DynamicSlice { 1 } else { 2 };
+    let first_index = if ins.opcode == Opcode::DynamicSlice {
+        1
+    } else {
+        2
+    };
     if ins.operands.len() != first_index + o.rank() {
-        return ctx.err(format!("{} takes {} scalar start indices for rank {}, found {}", ins.opcode, o.rank(), o.rank(), ins.operands.len() - first_index));
+        return ctx.err(format!(
+            "{} takes {} scalar start indices for rank {}, found {}",
+            ins.opcode,
+            o.rank(),
+            o.rank(),
+            ins.operands.len() - first_index
+        ));
     }
     for i in first_index..ins.operands.len() {
         let s = ctx.op_array(i)?;
         if !s.dims.is_empty() || !s.ty.is_integer() {
-            return ctx.err(format!("start index operand {i} must be an integer scalar, found {s}"));
+            return ctx.err(format!(
+                "start index operand {i} must be an integer scalar, found {s}"
+            ));
         }
     }
     if ins.opcode == Opcode::DynamicSlice {
-        let Some(sizes) = &ins.attrs.dynamic_slice_sizes else { return ctx.err("dynamic-slice needs dynamic_slice_sizes=") };
+        let Some(sizes) = &ins.attrs.dynamic_slice_sizes else {
+            return ctx.err("dynamic-slice needs dynamic_slice_sizes=");
+        };
         if sizes.len() != o.rank() || sizes.iter().zip(&o.dims).any(|(&s, &d)| s < 0 || s > d) {
-            return ctx.err(format!("dynamic_slice_sizes {sizes:?} do not fit operand {o}"));
+            return ctx.err(format!(
+                "dynamic_slice_sizes {sizes:?} do not fit operand {o}"
+            ));
         }
         ctx.expect_dims(sizes)
     } else {
         let u = ctx.op_array(1)?;
-        if u.rank() != o.rank() || u.ty != o.ty || u.dims.iter().zip(&o.dims).any(|(&a, &b)| a > b) {
+        if u.rank() != o.rank() || u.ty != o.ty || u.dims.iter().zip(&o.dims).any(|(&a, &b)| a > b)
+        {
             return ctx.err(format!("update {u} does not fit operand {o}"));
         }
         ctx.expect_dims(&o.dims)
@@ -865,45 +916,80 @@ fn verify_gather(ctx: &Ctx) -> Result<(), VerifyError> {
     if !idx.ty.is_integer() {
         return ctx.err(format!("gather indices must be integers, found {idx}"));
     }
-    let Some(g) = &ins.attrs.gather else { return ctx.err("gather needs dimension numbers") };
-    let Some(sizes) = &ins.attrs.slice_sizes else { return ctx.err("gather needs slice_sizes=") };
+    let Some(g) = &ins.attrs.gather else {
+        return ctx.err("gather needs dimension numbers");
+    };
+    let Some(sizes) = &ins.attrs.slice_sizes else {
+        return ctx.err("gather needs slice_sizes=");
+    };
     if sizes.len() != o.rank() || sizes.iter().zip(&o.dims).any(|(&s, &d)| s < 0 || s > d) {
         return ctx.err(format!("slice_sizes {sizes:?} do not fit operand {o}"));
     }
     let ivd = g.index_vector_dim;
     if ivd < 0 || ivd as usize > idx.rank() {
-        return ctx.err(format!("index_vector_dim {ivd} is out of range for indices {idx}"));
+        return ctx.err(format!(
+            "index_vector_dim {ivd} is out of range for indices {idx}"
+        ));
     }
-    let index_len = if (ivd as usize) < idx.rank() { idx.dims[ivd as usize] } else { 1 };
+    let index_len = if (ivd as usize) < idx.rank() {
+        idx.dims[ivd as usize]
+    } else {
+        1
+    };
     if g.start_index_map.len() as i64 != index_len {
-        return ctx.err(format!("start_index_map {:?} must have {index_len} entries", g.start_index_map));
+        return ctx.err(format!(
+            "start_index_map {:?} must have {index_len} entries",
+            g.start_index_map
+        ));
     }
     let mut mapped = g.start_index_map.clone();
     mapped.extend(&g.operand_batching_dims);
-    check_dims_in_range(ctx, &mapped, o.rank(), "start_index_map/operand_batching dimension")?;
+    check_dims_in_range(
+        ctx,
+        &mapped,
+        o.rank(),
+        "start_index_map/operand_batching dimension",
+    )?;
     let mut dropped = g.collapsed_slice_dims.clone();
     dropped.extend(&g.operand_batching_dims);
     check_dims_in_range(ctx, &dropped, o.rank(), "collapsed/batching dimension")?;
     for &d in &dropped {
         if sizes[d as usize] > 1 {
-            return ctx.err(format!("collapsed or batching dimension {d} must have slice size 0 or 1"));
+            return ctx.err(format!(
+                "collapsed or batching dimension {d} must have slice size 0 or 1"
+            ));
         }
     }
     let batch_rank = idx.rank() - usize::from((ivd as usize) < idx.rank());
     let out_rank = batch_rank + o.rank() - dropped.len();
     if g.offset_dims.len() != o.rank() - dropped.len() {
-        return ctx.err(format!("offset_dims {:?} must have {} entries", g.offset_dims, o.rank() - dropped.len()));
+        return ctx.err(format!(
+            "offset_dims {:?} must have {} entries",
+            g.offset_dims,
+            o.rank() - dropped.len()
+        ));
     }
     check_dims_in_range(ctx, &g.offset_dims, out_rank, "offset dimension")?;
     let r = ctx.result_array()?;
     if r.rank() != out_rank {
         return ctx.err(format!("gather result {r} should have rank {out_rank}"));
     }
-    let mut offsets = (0..o.rank() as i64).filter(|d| !dropped.contains(d)).map(|d| sizes[d as usize]);
-    let mut batch = (0..idx.rank()).filter(|&d| d as i64 != ivd).map(|d| idx.dims[d]);
+    let mut offsets = (0..o.rank() as i64)
+        .filter(|d| !dropped.contains(d))
+        .map(|d| sizes[d as usize]);
+    let mut batch = (0..idx.rank())
+        .filter(|&d| d as i64 != ivd)
+        .map(|d| idx.dims[d]);
     let mut want = Vec::new();
     for i in 0..out_rank as i64 {
-        want.push(if g.offset_dims.contains(&i) { offsets.next() } else { batch.next() }.unwrap_or(0));
+        want.push(
+            if g.offset_dims.contains(&i) {
+                offsets.next()
+            } else {
+                batch.next()
+            }
+            .unwrap_or(0),
+        );
     }
     ctx.expect_dims(&want)
 }
@@ -920,16 +1006,32 @@ fn verify_scatter(ctx: &Ctx) -> Result<(), VerifyError> {
     if !idx.ty.is_integer() {
         return ctx.err(format!("scatter indices must be integers, found {idx}"));
     }
-    let Some(s) = &ins.attrs.scatter else { return ctx.err("scatter needs dimension numbers") };
+    let Some(s) = &ins.attrs.scatter else {
+        return ctx.err("scatter needs dimension numbers");
+    };
     let ivd = s.index_vector_dim;
     if ivd < 0 || ivd as usize > idx.rank() {
-        return ctx.err(format!("index_vector_dim {ivd} is out of range for indices {idx}"));
+        return ctx.err(format!(
+            "index_vector_dim {ivd} is out of range for indices {idx}"
+        ));
     }
-    let index_len = if (ivd as usize) < idx.rank() { idx.dims[ivd as usize] } else { 1 };
+    let index_len = if (ivd as usize) < idx.rank() {
+        idx.dims[ivd as usize]
+    } else {
+        1
+    };
     if s.scatter_dims_to_operand_dims.len() as i64 != index_len {
-        return ctx.err(format!("scatter_dims_to_operand_dims {:?} must have {index_len} entries", s.scatter_dims_to_operand_dims));
+        return ctx.err(format!(
+            "scatter_dims_to_operand_dims {:?} must have {index_len} entries",
+            s.scatter_dims_to_operand_dims
+        ));
     }
-    check_dims_in_range(ctx, &s.scatter_dims_to_operand_dims, o.rank(), "scatter_dims_to_operand_dims entry")?;
+    check_dims_in_range(
+        ctx,
+        &s.scatter_dims_to_operand_dims,
+        o.rank(),
+        "scatter_dims_to_operand_dims entry",
+    )?;
     let mut dropped = s.inserted_window_dims.clone();
     dropped.extend(&s.input_batching_dims);
     check_dims_in_range(ctx, &dropped, o.rank(), "inserted/batching dimension")?;
@@ -937,20 +1039,34 @@ fn verify_scatter(ctx: &Ctx) -> Result<(), VerifyError> {
         let oi = ctx.op_array(i)?;
         let u = ctx.op_array(k + 1 + i)?;
         if oi.dims != o.dims {
-            return ctx.err(format!("scatter operand {i} {oi} differs from operand 0 {o}"));
+            return ctx.err(format!(
+                "scatter operand {i} {oi} differs from operand 0 {o}"
+            ));
         }
         let batch_rank = idx.rank() - usize::from((ivd as usize) < idx.rank());
         if u.rank() != batch_rank + s.update_window_dims.len() {
-            return ctx.err(format!("updates {u} should have rank {}", batch_rank + s.update_window_dims.len()));
+            return ctx.err(format!(
+                "updates {u} should have rank {}",
+                batch_rank + s.update_window_dims.len()
+            ));
         }
         if s.update_window_dims.len() + dropped.len() != o.rank() {
-            return ctx.err("update_window_dims and inserted_window_dims must cover the operand rank");
+            return ctx
+                .err("update_window_dims and inserted_window_dims must cover the operand rank");
         }
-        check_dims_in_range(ctx, &s.update_window_dims, u.rank(), "update window dimension")?;
+        check_dims_in_range(
+            ctx,
+            &s.update_window_dims,
+            u.rank(),
+            "update window dimension",
+        )?;
         let window_src = (0..o.rank() as i64).filter(|d| !dropped.contains(d));
         for (&wd, od) in s.update_window_dims.iter().zip(window_src) {
             if u.dims[wd as usize] > o.dims[od as usize] {
-                return ctx.err(format!("update window dimension {wd} ({}) exceeds operand dimension {od} ({})", u.dims[wd as usize], o.dims[od as usize]));
+                return ctx.err(format!(
+                    "update window dimension {wd} ({}) exceeds operand dimension {od} ({})",
+                    u.dims[wd as usize], o.dims[od as usize]
+                ));
             }
         }
     }
@@ -963,9 +1079,17 @@ fn window_output(ctx: &Ctx, n: i64, w: &WindowDim) -> Result<i64, VerifyError> {
     if w.size < 0 || w.stride < 1 || w.base_dilation < 1 || w.window_dilation < 1 {
         return ctx.err(format!("invalid window dimension {w:?}"));
     }
-    let dilated_in = if n == 0 { 0 } else { (n as i128 - 1) * w.base_dilation as i128 + 1 };
+    let dilated_in = if n == 0 {
+        0
+    } else {
+        (n as i128 - 1) * w.base_dilation as i128 + 1
+    };
     let padded = dilated_in + w.pad_lo as i128 + w.pad_hi as i128;
-    let dilated_w = if w.size == 0 { 0 } else { (w.size as i128 - 1) * w.window_dilation as i128 + 1 };
+    let dilated_w = if w.size == 0 {
+        0
+    } else {
+        (w.size as i128 - 1) * w.window_dilation as i128 + 1
+    };
     if padded < dilated_w {
         return Ok(0);
     }
@@ -985,7 +1109,11 @@ fn verify_reduce_window(ctx: &Ctx) -> Result<(), VerifyError> {
     let o = ctx.op_array(0)?.clone();
     let w = ins.attrs.window.clone().unwrap_or_default();
     if w.dims.len() != o.rank() {
-        return ctx.err(format!("window has {} dimensions for operand rank {}", w.dims.len(), o.rank()));
+        return ctx.err(format!(
+            "window has {} dimensions for operand rank {}",
+            w.dims.len(),
+            o.rank()
+        ));
     }
     let mut want = Vec::new();
     for (i, d) in w.dims.iter().enumerate() {
@@ -993,12 +1121,17 @@ fn verify_reduce_window(ctx: &Ctx) -> Result<(), VerifyError> {
     }
     for i in 0..n / 2 {
         if ctx.op_array(i)?.dims != o.dims {
-            return ctx.err(format!("reduce-window input {i} differs in dimensions from input 0"));
+            return ctx.err(format!(
+                "reduce-window input {i} differs in dimensions from input 0"
+            ));
         }
     }
     for leaf in ins.shape.leaves() {
         if leaf.dims != want {
-            return ctx.err(format!("reduce-window result dimensions {:?} should be {want:?}", leaf.dims));
+            return ctx.err(format!(
+                "reduce-window result dimensions {:?} should be {want:?}",
+                leaf.dims
+            ));
         }
     }
     ctx.callee(ins.attrs.to_apply, "to_apply")?;
@@ -1009,18 +1142,28 @@ fn verify_convolution(ctx: &Ctx) -> Result<(), VerifyError> {
     let ins = ctx.ins;
     let l = ctx.op_array(0)?.clone();
     let k = ctx.op_array(1)?.clone();
-    let Some(c) = &ins.attrs.conv_dims else { return ctx.err("convolution needs dim_labels=") };
+    let Some(c) = &ins.attrs.conv_dims else {
+        return ctx.err("convolution needs dim_labels=");
+    };
     let s = c.input_spatial.len();
     if l.rank() != s + 2 || k.rank() != s + 2 {
-        return ctx.err(format!("dim_labels describe rank {} but operands are {l} and {k}", s + 2));
+        return ctx.err(format!(
+            "dim_labels describe rank {} but operands are {l} and {k}",
+            s + 2
+        ));
     }
     let r = ctx.result_array()?.clone();
     if r.rank() != s + 2 {
         return ctx.err(format!("convolution result {r} should have rank {}", s + 2));
     }
-    let w = ins.attrs.window.clone().unwrap_or(Window { dims: vec![WindowDim::default(); s] });
+    let w = ins.attrs.window.clone().unwrap_or(Window {
+        dims: vec![WindowDim::default(); s],
+    });
     if w.dims.len() != s {
-        return ctx.err(format!("window has {} dimensions for {s} spatial dimensions", w.dims.len()));
+        return ctx.err(format!(
+            "window has {} dimensions for {s} spatial dimensions",
+            w.dims.len()
+        ));
     }
     let fgc = ins.attrs.feature_group_count.unwrap_or(1);
     let bgc = ins.attrs.batch_group_count.unwrap_or(1);
@@ -1040,11 +1183,18 @@ fn verify_convolution(ctx: &Ctx) -> Result<(), VerifyError> {
     want[c.output_batch as usize] = l.dims[c.input_batch as usize] / bgc;
     want[c.output_feature as usize] = k_out;
     for i in 0..s {
-        let d = WindowDim { size: k.dims[c.kernel_spatial[i] as usize], ..w.dims[i] };
+        let d = WindowDim {
+            size: k.dims[c.kernel_spatial[i] as usize],
+            ..w.dims[i]
+        };
         if w.dims[i].size != d.size {
-            return ctx.err(format!("window size {} differs from kernel spatial size {}", w.dims[i].size, d.size));
+            return ctx.err(format!(
+                "window size {} differs from kernel spatial size {}",
+                w.dims[i].size, d.size
+            ));
         }
-        want[c.output_spatial[i] as usize] = window_output(ctx, l.dims[c.input_spatial[i] as usize], &d)?;
+        want[c.output_spatial[i] as usize] =
+            window_output(ctx, l.dims[c.input_spatial[i] as usize], &d)?;
     }
     ctx.expect_dims(&want)
 }
