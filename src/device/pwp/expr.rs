@@ -10,11 +10,47 @@
 
 use super::fit::{build_table, FitSettings, FitSpec};
 use super::functions;
-use super::sweep::AccuracyTarget;
 use super::table::{Symmetry, Table};
 use super::PwpError;
 use exmex::prelude::*;
-use exmex::{BinOp, FloatOpsFactory, MakeOperators, Operator};
+use exmex::{BinOp, FloatOpsFactory, MakeOperators, MatchLiteral, Operator};
+
+/// Number literals: digits with at most one dot and an optional exponent (`2.5e-3`, `1E6`);
+/// exmex's default matcher has no exponent.
+#[derive(Clone, Debug, Default)]
+pub struct SciNumberMatcher;
+
+impl MatchLiteral for SciNumberMatcher {
+    fn is_literal(text: &str) -> Option<&str> {
+        let b = text.as_bytes();
+        let (mut i, mut dots, mut digits) = (0, 0, 0);
+        while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+            if b[i] == b'.' {
+                dots += 1;
+            } else {
+                digits += 1;
+            }
+            i += 1;
+        }
+        if digits == 0 || dots > 1 {
+            return None;
+        }
+        if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+            let mut j = i + 1;
+            if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+                j += 1;
+            }
+            let start = j;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > start {
+                i = j;
+            }
+        }
+        Some(&text[..i])
+    }
+}
 
 /// exmex operator set: the default float operators with libm-backed transcendental functions
 /// and the extra activation functions listed in the module docs.
@@ -49,8 +85,22 @@ impl MakeOperators<f64> for PwpOps {
             Operator::make_unary("relu", relu),
             Operator::make_unary("gelu", functions::gelu),
             Operator::make_unary("silu", functions::silu),
-            Operator::make_bin("pow", BinOp { apply: libm::pow, prio: 0, is_commutative: false }),
-            Operator::make_bin("^", BinOp { apply: libm::pow, prio: 4, is_commutative: false }),
+            Operator::make_bin(
+                "pow",
+                BinOp {
+                    apply: libm::pow,
+                    prio: 0,
+                    is_commutative: false,
+                },
+            ),
+            Operator::make_bin(
+                "^",
+                BinOp {
+                    apply: libm::pow,
+                    prio: 4,
+                    is_commutative: false,
+                },
+            ),
         ];
         let mut ops: Vec<Operator<'a, f64>> = FloatOpsFactory::<f64>::make()
             .into_iter()
@@ -64,7 +114,7 @@ impl MakeOperators<f64> for PwpOps {
 /// A compiled user expression f(x), evaluated in f64. Shareable across threads.
 pub struct UserFunction {
     source: String,
-    expr: FlatEx<f64, PwpOps>,
+    expr: FlatEx<f64, PwpOps, SciNumberMatcher>,
     has_x: bool,
 }
 
@@ -79,7 +129,7 @@ impl UserFunction {
     /// checker can tell it, e.g. an unknown name or an unbalanced parenthesis.
     pub fn parse(src: &str) -> Result<UserFunction, PwpError> {
         precheck(src)?;
-        let expr = FlatEx::<f64, PwpOps>::parse(src)
+        let expr = FlatEx::<f64, PwpOps, SciNumberMatcher>::parse(src)
             .map_err(|e| PwpError::Expr(format!("{src:?}: {}", e.msg())))?;
         let names = expr.var_names().to_vec();
         let has_x = match names.as_slice() {
@@ -92,12 +142,20 @@ impl UserFunction {
                 )));
             }
         };
-        Ok(UserFunction { source: src.to_string(), expr, has_x })
+        Ok(UserFunction {
+            source: src.to_string(),
+            expr,
+            has_x,
+        })
     }
 
     /// Evaluate at `x` (NaN if the expression cannot be evaluated there).
     pub fn eval(&self, x: f64) -> f64 {
-        let r = if self.has_x { self.expr.eval(&[x]) } else { self.expr.eval(&[]) };
+        let r = if self.has_x {
+            self.expr.eval(&[x])
+        } else {
+            self.expr.eval(&[])
+        };
         r.unwrap_or(f64::NAN)
     }
 
@@ -110,7 +168,8 @@ impl UserFunction {
     /// f64 values): odd, even, point-symmetric about (0, ½), or none.
     pub fn detect_symmetry(&self) -> Symmetry {
         let probes: Vec<f64> = (-40..=40).map(|i| 1.37f64.powi(i)).collect();
-        let all = |p: &dyn Fn(f64, f64) -> bool| probes.iter().all(|&x| p(self.eval(x), self.eval(-x)));
+        let all =
+            |p: &dyn Fn(f64, f64) -> bool| probes.iter().all(|&x| p(self.eval(x), self.eval(-x)));
         let close = |a: f64, b: f64| a == b || (a - b).abs() <= 1e-15 * a.abs().max(b.abs());
         if all(&|a, b| close(a, -b)) {
             Symmetry::Odd
@@ -139,10 +198,14 @@ fn precheck(src: &str) -> Result<(), PwpError> {
         if c == '(' {
             depth.push(i);
         } else if c == ')' && depth.pop().is_none() {
-            return Err(PwpError::Expr(format!("{src:?}: unmatched ')' at position {i}")));
+            return Err(PwpError::Expr(format!(
+                "{src:?}: unmatched ')' at position {i}"
+            )));
         } else if c.is_ascii_alphabetic() || c == '_' {
             let start = i;
-            while i < bytes.len() && ((bytes[i] as char).is_ascii_alphanumeric() || bytes[i] == b'_') {
+            while i < bytes.len()
+                && ((bytes[i] as char).is_ascii_alphanumeric() || bytes[i] == b'_')
+            {
                 i += 1;
             }
             let name = &src[start..i];
@@ -160,7 +223,9 @@ fn precheck(src: &str) -> Result<(), PwpError> {
         i += 1;
     }
     if let Some(p) = depth.pop() {
-        return Err(PwpError::Expr(format!("{src:?}: '(' at position {p} is never closed")));
+        return Err(PwpError::Expr(format!(
+            "{src:?}: '(' at position {p} is never closed"
+        )));
     }
     Ok(())
 }
@@ -168,19 +233,26 @@ fn precheck(src: &str) -> Result<(), PwpError> {
 /// Build a table named `name` for the expression `src`. With `settings = None` the builder
 /// uses the standard accuracy target, eps_f32 = 2^-16, floor 2^-16, and tries the symmetry the
 /// expression shows (see [`UserFunction::detect_symmetry`]) before storing both halves.
-pub fn build_expr_table(name: &str, src: &str, settings: Option<FitSettings>) -> Result<Table, PwpError> {
+pub fn build_expr_table(
+    name: &str,
+    src: &str,
+    settings: Option<FitSettings>,
+) -> Result<Table, PwpError> {
     let uf = UserFunction::parse(src)?;
     let settings = settings.unwrap_or_else(|| {
         let sym = uf.detect_symmetry();
-        FitSettings {
-            eps_f32: (-16f64).exp2(),
-            floor_f32: (-16f64).exp2(),
-            target: AccuracyTarget::standard(),
-            symmetry: if sym == Symmetry::None { vec![Symmetry::None] } else { vec![sym, Symmetry::None] },
-            domain: None,
-        }
+        FitSettings::minimal(if sym == Symmetry::None {
+            vec![Symmetry::None]
+        } else {
+            vec![sym, Symmetry::None]
+        })
     });
     let f = |x: f64| uf.eval(x);
-    let spec = FitSpec { name: name.to_string(), code: None, f: &f, settings };
+    let spec = FitSpec {
+        name: name.to_string(),
+        code: None,
+        f: &f,
+        settings,
+    };
     build_table(&spec)
 }

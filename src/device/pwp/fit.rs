@@ -48,7 +48,8 @@ pub const BUILDER: &str = "hlosim-pwp-fit/1";
 /// Tolerances and policy of one build.
 #[derive(Clone, Debug)]
 pub struct FitSettings {
-    /// Relative f32 tolerance every piece must meet on dense samples.
+    /// Relative f32 tolerance every piece must meet on dense samples (the loosest accepted;
+    /// see `tighten`).
     pub eps_f32: f64,
     /// Below this magnitude the f32 tolerance is absolute (eps_f32·floor_f32).
     pub floor_f32: f64,
@@ -57,28 +58,69 @@ pub struct FitSettings {
     pub target: AccuracyTarget,
     /// Symmetry modes to try, in order of preference.
     pub symmetry: Vec<Symmetry>,
-    /// If set, inputs with |x| ≥ domain go to a NaN corner (e.g. sin outside [−8, 8]).
+    /// If set, inputs with |x| ≥ domain go to a NaN corner and are not verified (sin).
     pub domain: Option<f32>,
+    /// Inputs with 0 < |x| < min_abs_input take the low corner with the constant f(±0) (as on
+    /// an engine that flushes tiny inputs) and are not verified. 0 normally; 2^-126 (flush
+    /// subnormals) for ln and sqrt; larger for rsqrt and reciprocal, whose slopes (−1/x² ...)
+    /// overflow the f32 coefficients of a cubic below about 2^-64.
+    pub min_abs_input: f32,
+    /// Bucket budget (the shipped table's size): a table that needs more is an error.
+    pub max_buckets: Option<usize>,
+    /// With a budget: after meeting the target at `eps_f32`, halve eps_f32 (down to 2^-23)
+    /// while the table still fits the budget and keep the tightest. The hardware table has
+    /// that many buckets anyway; the extra buckets buy f32 accuracy.
+    pub tighten: bool,
+}
+
+/// Bucket counts of the shipped Trainium tables (ENGINE.md §2), the budget of our tables.
+pub fn shipped_bucket_count(name: &str) -> Option<usize> {
+    Some(match name {
+        "erf" => 66,
+        "gelu" => 504,
+        "derivative_gelu" => 115,
+        "gelu_apprx_tanh" => 945,
+        "silu" => 908,
+        "derivative_silu" => 1008,
+        "exp" => 777,
+        "tanh" => 104,
+        "sigmoid" => 796,
+        _ => return None,
+    })
 }
 
 impl FitSettings {
-    /// Settings for an exact function of the registry: the standard target, eps_f32 = 2^-16,
-    /// floor 2^-16 (adjusted per function where the shipped bucket budget requires it).
-    pub fn for_function(ef: &ExactFunction) -> FitSettings {
-        let symmetry = match ef.symmetry {
-            Symmetry::Point => vec![Symmetry::Point, Symmetry::None],
-            s => vec![s],
-        };
-        let mut s = FitSettings {
+    /// Minimal-table settings: the standard target, eps_f32 = 2^-16, floor 2^-16, no budget.
+    pub fn minimal(symmetry: Vec<Symmetry>) -> FitSettings {
+        FitSettings {
             eps_f32: (-16f64).exp2(),
             floor_f32: (-16f64).exp2(),
             target: AccuracyTarget::standard(),
             symmetry,
             domain: None,
+            min_abs_input: 0.0,
+            max_buckets: None,
+            tighten: false,
+        }
+    }
+
+    /// Settings for a registry function: [`FitSettings::minimal`] with the function's
+    /// symmetry (point-symmetric functions also try both halves), the shipped bucket count as
+    /// budget with tightening, a domain of |x| < 8 for sin, a minimum input magnitude for ln,
+    /// sqrt (2^-126), reciprocal (2^-62) and rsqrt (2^-84).
+    pub fn for_function(ef: &ExactFunction) -> FitSettings {
+        let symmetry = match ef.symmetry {
+            Symmetry::Point => vec![Symmetry::Point, Symmetry::None],
+            s => vec![s],
         };
+        let mut s = FitSettings::minimal(symmetry);
+        s.max_buckets = shipped_bucket_count(ef.name);
+        s.tighten = s.max_buckets.is_some();
         match ef.name {
             "sin" => s.domain = Some(8.0),
-            "derivative_gelu" => s.eps_f32 = (-12f64).exp2(),
+            "ln" | "sqrt" => s.min_abs_input = f32::MIN_POSITIVE,
+            "reciprocal" => s.min_abs_input = (-62f32).exp2(),
+            "rsqrt" => s.min_abs_input = (-84f32).exp2(),
             _ => {}
         }
         s
@@ -137,7 +179,10 @@ impl Tally {
 
     fn describe(&self) -> String {
         match self.first {
-            Some((x, e, g)) => format!("{} hard failures, first at x = {x:e}: exact {e:e}, got {g:e}", self.hard),
+            Some((x, e, g)) => format!(
+                "{} hard failures, first at x = {x:e}: exact {e:e}, got {g:e}",
+                self.hard
+            ),
             None => format!("{} hard failures", self.hard),
         }
     }
@@ -172,7 +217,12 @@ impl<'a> Side<'a> {
 
     fn sample(&self, bits: u32, flags: u8) -> Sample {
         let a = f32::from_bits(bits);
-        Sample { bits, flags, ex: self.exact(a), ex_d: self.exact_d(a) }
+        Sample {
+            bits,
+            flags,
+            ex: self.exact(a),
+            ex_d: self.exact_d(a),
+        }
     }
 
     /// Tolerance for the least-squares weights at a point.
@@ -180,7 +230,7 @@ impl<'a> Side<'a> {
         let t = self.eps * y.abs().max(self.floor);
         match self.sym {
             Symmetry::None | Symmetry::Odd | Symmetry::Even => t,
-            Symmetry::Point => t.min((self.eps * y_d.abs().max(self.floor)).max(0.5 * ulp32(y))),
+            Symmetry::Point => t.min((self.eps * y_d.abs().max(self.floor)).max(ulp32(y))),
         }
     }
 
@@ -230,9 +280,10 @@ impl<'a> Side<'a> {
         let (r, noise) = c.eval_noise(self.sign * a);
         self.score_one(self.sign * a, s.ex, r, noise, s.flags, t);
         if self.sym != Symmetry::None {
-            let rd = self.sym.derive(r);
-            let slack = noise + if self.sym == Symmetry::Point { 0.5 * ulp32(r as f64) } else { 0.0 };
-            self.score_one(-a, s.ex_d, rd, slack, s.flags, t);
+            // The derived side meets the same tolerance (for point symmetry `1 − r` can only
+            // be as good as f32 resolution near 1 allows, so the mode is chosen only where
+            // that suffices).
+            self.score_one(-a, s.ex_d, self.sym.derive(r), noise, s.flags, t);
         }
     }
 
@@ -274,7 +325,9 @@ impl<'a> Side<'a> {
         for n in (1..=nb).rev() {
             let mut a2 = ata;
             let mut b2 = atb;
-            let Some(c) = solve(&mut a2, &mut b2, n) else { continue };
+            let Some(c) = solve(&mut a2, &mut b2, n) else {
+                continue;
+            };
             let mut d = [0f32; 4];
             let mut p = 1.0;
             for _ in 0..off {
@@ -378,6 +431,33 @@ fn merge_keys(side: &Side, mut keys: Vec<(u32, u8)>) -> Vec<Sample> {
         }
     }
     merged.par_iter().map(|&(b, f)| side.sample(b, f)).collect()
+}
+
+/// Dense f32 samples next to a candidate corner threshold `t` (bits), on the corner's side:
+/// the 8 values nearest to it and 48 geometric steps over a factor of 2 — the sparse bank
+/// alone would let a threshold slip past a failing point between bank samples.
+fn local_samples(side: &Side, t: u32, above: bool) -> Vec<Sample> {
+    let mut keys: Vec<(u32, u8)> = Vec::with_capacity(64);
+    for i in 0..8u32 {
+        let b = if above {
+            t.checked_add(i)
+        } else {
+            t.checked_sub(i + 1)
+        };
+        if let Some(b) = b {
+            keys.push((b, 0));
+        }
+    }
+    let a = f32::from_bits(t.max(1)) as f64;
+    for i in 1..=48 {
+        let r = (i as f64 / 48.0).exp2();
+        let v = if above { a * r } else { a / r };
+        if v.is_finite() && v > 0.0 && v < f32::MAX as f64 {
+            keys.push(((v as f32).to_bits(), 0));
+        }
+    }
+    keys.retain(|&(b, _)| b > 0 && b < 0x7f80_0000 && ((b >= t) == above));
+    merge_keys(side, keys)
 }
 
 /// Samples with bits in [lo, hi).
@@ -519,8 +599,12 @@ fn fit_octave(side: &Side, w: &OctaveWork, k: u8) -> OctaveFit {
         let r_lo = b_lo.max(w.lo);
         let r_hi = b_hi.min(w.hi);
         if r_lo >= r_hi {
-            let c = f32::from_bits(b_lo) as f64 + 0.5 * (f32::from_bits(b_hi) as f64 - f32::from_bits(b_lo) as f64);
-            buckets.push(Cubic { x: side.sign * c as f32, d: [0.0; 4] });
+            let c = f32::from_bits(b_lo) as f64
+                + 0.5 * (f32::from_bits(b_hi) as f64 - f32::from_bits(b_lo) as f64);
+            buckets.push(Cubic {
+                x: side.sign * c as f32,
+                d: [0.0; 4],
+            });
             continue;
         }
         let lo = f32::from_bits(r_lo) as f64;
@@ -547,13 +631,17 @@ fn fit_half_structure(side: &Side, domain: Option<f32>) -> Result<HalfFit, PwpEr
     let bank = sample_bank(side);
     // High corner.
     let (hi_bits, hi_cubic) = if let Some(d) = domain {
-        (d.abs().to_bits().min(0x7f80_0000), Cubic::constant(f32::NAN))
+        (
+            d.abs().to_bits().min(0x7f80_0000),
+            Cubic::constant(f32::NAN),
+        )
     } else {
         let mut best: Option<(u32, Cubic)> = None;
         for form in high_forms(side) {
             let t = search_min(0, |t| {
                 let region = range(&bank, t, 0x7f80_0000);
-                let tally = side.score_all(&form, region);
+                let mut tally = side.score_all(&form, region);
+                tally.add(side.score_all(&form, &local_samples(side, t, true)));
                 corner_ok(side, &tally, region)
             });
             if best.map_or(true, |(b, _)| t < b) {
@@ -562,14 +650,19 @@ fn fit_half_structure(side: &Side, domain: Option<f32>) -> Result<HalfFit, PwpEr
         }
         best.unwrap_or((0x7f80_0000, Cubic::constant(f32::NAN)))
     };
-    let hi_cubic = if hi_bits == 0x7f80_0000 && domain.is_none() { Cubic::constant(f32::NAN) } else { hi_cubic };
+    let hi_cubic = if hi_bits == 0x7f80_0000 && domain.is_none() {
+        Cubic::constant(f32::NAN)
+    } else {
+        hi_cubic
+    };
     // Low corner.
     let tiny = side.exact(f32::from_bits(1));
     let pin0 = (side.f)(side.sign as f64 * 1e-300) == 0.0;
     let mut lo_best: (u32, Cubic) = (0, Cubic::constant(canon(tiny as f32)));
     let low_ok = |c: &Cubic, t: u32| {
         let region = range(&bank, 1, t);
-        let tally = side.score_all(c, region);
+        let mut tally = side.score_all(c, region);
+        tally.add(side.score_all(c, &local_samples(side, t, false)));
         corner_ok(side, &tally, region)
     };
     let t_const = search_max(hi_bits, |t| low_ok(&lo_best.1, t));
@@ -580,7 +673,7 @@ fn fit_half_structure(side: &Side, domain: Option<f32>) -> Result<HalfFit, PwpEr
     }
     let (mut lo_bits, mut lo_cubic) = lo_best;
     if lo_bits < side.min_bits {
-        // flushed subnormals: the corner answers f(±0) below the smallest normal
+        // flushed tiny inputs: the corner answers f(±0) below min_abs_input
         lo_bits = side.min_bits.min(hi_bits);
         lo_cubic = Cubic::constant((side.f)(side.sign as f64 * 0.0) as f32);
     }
@@ -590,7 +683,11 @@ fn fit_half_structure(side: &Side, domain: Option<f32>) -> Result<HalfFit, PwpEr
         t
     };
     // Octaves.
-    let exps: Vec<u32> = if lo_bits < hi_bits { ((lo_bits >> 23)..=((hi_bits - 1) >> 23)).collect() } else { Vec::new() };
+    let exps: Vec<u32> = if lo_bits < hi_bits {
+        ((lo_bits >> 23)..=((hi_bits - 1) >> 23)).collect()
+    } else {
+        Vec::new()
+    };
     let octaves: Result<Vec<OctaveWork>, PwpError> = exps
         .par_iter()
         .map(|&e| {
@@ -614,15 +711,24 @@ fn fit_half_structure(side: &Side, domain: Option<f32>) -> Result<HalfFit, PwpEr
         })
         .collect();
     Ok(HalfFit {
-        low: Corner { threshold: f32::from_bits(lo_bits), cubic: lo_cubic },
-        high: Corner { threshold: f32::from_bits(hi_bits), cubic: hi_cubic },
+        low: Corner {
+            threshold: f32::from_bits(lo_bits),
+            cubic: lo_cubic,
+        },
+        high: Corner {
+            threshold: f32::from_bits(hi_bits),
+            cubic: hi_cubic,
+        },
         octaves: octaves?,
         corner_tally,
     })
 }
 
 /// Count the scored inputs of each dtype over all finite inputs (the acceptance denominator).
-fn scored_counts(f: &(dyn Fn(f64) -> f64 + Sync), target: &AccuracyTarget) -> [Option<(DtypeTarget, u64)>; 2] {
+fn scored_counts(
+    f: &(dyn Fn(f64) -> f64 + Sync),
+    target: &AccuracyTarget,
+) -> [Option<(DtypeTarget, u64)>; 2] {
     let mut out = [None, None];
     for (i, d) in [Dtype::Bf16, Dtype::F16].into_iter().enumerate() {
         if let Some(dt) = target.get(d) {
@@ -644,9 +750,29 @@ fn scored_counts(f: &(dyn Fn(f64) -> f64 + Sync), target: &AccuracyTarget) -> [O
 /// Fit with one symmetry mode.
 fn build_with(spec: &FitSpec, sym: Symmetry, budget_scale: f64) -> Result<Table, PwpError> {
     let st = &spec.settings;
-    let dt = [st.target.get(Dtype::Bf16).copied(), st.target.get(Dtype::F16).copied()];
-    let mk = |sign: f32| Side { f: spec.f, sign, sym, eps: st.eps_f32, floor: st.floor_f32, dt };
-    let sides: Vec<Side> = if sym == Symmetry::None { vec![mk(1.0), mk(-1.0)] } else { vec![mk(1.0)] };
+    let dt = [
+        st.target.get(Dtype::Bf16).copied(),
+        st.target.get(Dtype::F16).copied(),
+    ];
+    let min_bits = st.min_abs_input.abs().to_bits().min(0x7f80_0000);
+    let max_bits = st
+        .domain
+        .map_or(0x7f80_0000, |d| d.abs().to_bits().min(0x7f80_0000));
+    let mk = |sign: f32| Side {
+        f: spec.f,
+        min_bits,
+        max_bits,
+        sign,
+        sym,
+        eps: st.eps_f32,
+        floor: st.floor_f32,
+        dt,
+    };
+    let sides: Vec<Side> = if sym == Symmetry::None {
+        vec![mk(1.0), mk(-1.0)]
+    } else {
+        vec![mk(1.0)]
+    };
     let mut halves = Vec::new();
     for s in &sides {
         halves.push(fit_half_structure(s, st.domain)?);
@@ -740,13 +866,23 @@ fn build_with(spec: &FitSpec, sym: Symmetry, budget_scale: f64) -> Result<Table,
             .enumerate()
             .map(|(oi, mut o)| {
                 let fit = o.fits.swap_remove(cur[hi][oi]);
-                Octave { exponent: o.exponent, k: fit.k, buckets: fit.buckets }
+                Octave {
+                    exponent: o.exponent,
+                    k: fit.k,
+                    buckets: fit.buckets,
+                }
             })
             .collect();
-        out_halves.push(Half { low: h.low, high: h.high, octaves });
+        out_halves.push(Half {
+            low: h.low,
+            high: h.high,
+            octaves,
+        });
     }
     let mut it = out_halves.into_iter();
-    let positive = it.next().ok_or_else(|| PwpError::Fit("no positive half".into()))?;
+    let positive = it
+        .next()
+        .ok_or_else(|| PwpError::Fit("no positive half".into()))?;
     let negative = it.next();
     let f = spec.f;
     let table_spec = TableSpec {
@@ -763,6 +899,9 @@ fn build_with(spec: &FitSpec, sym: Symmetry, budget_scale: f64) -> Result<Table,
             method: "fitted".to_string(),
             eps_f32: st.eps_f32,
             floor_f32: st.floor_f32,
+            input_min_abs: f32::from_bits(min_bits),
+            input_max_abs: f32::from_bits(max_bits),
+            max_buckets: st.max_buckets.map(|m| m as u32),
             targets: st.target.dtypes.clone(),
         }),
     };
@@ -773,9 +912,9 @@ fn canon_keep(c: f32) -> f32 {
     c
 }
 
-/// Build a table for `spec`: every symmetry candidate is fitted and verified against the
-/// target; the passing table with the fewest buckets wins (earlier candidate on ties).
-pub fn build_table(spec: &FitSpec) -> Result<Table, PwpError> {
+/// Fewest-bucket table at the settings' eps_f32: every symmetry candidate is fitted and
+/// verified; the passing table with the fewest buckets wins (earlier candidate on ties).
+fn build_min(spec: &FitSpec) -> Result<Table, PwpError> {
     let mut best: Option<Table> = None;
     let mut errors = Vec::new();
     for &sym in &spec.settings.symmetry {
@@ -796,12 +935,55 @@ pub fn build_table(spec: &FitSpec) -> Result<Table, PwpError> {
             }
         }
         if let Some(t) = attempt {
-            if best.as_ref().map_or(true, |b| t.bucket_count() < b.bucket_count()) {
+            if best
+                .as_ref()
+                .map_or(true, |b| t.bucket_count() < b.bucket_count())
+            {
                 best = Some(t);
             }
         }
     }
     best.ok_or_else(|| PwpError::Fit(format!("{}: {}", spec.name, errors.join(" | "))))
+}
+
+/// Build a table for `spec` (see the module docs): the fewest buckets that meet the target at
+/// `eps_f32`; with a budget and `tighten`, the tightest eps_f32 (halving, down to 2^-23) whose
+/// table still fits the budget.
+pub fn build_table(spec: &FitSpec) -> Result<Table, PwpError> {
+    let st = &spec.settings;
+    let base = build_min(spec)?;
+    let Some(budget) = st.max_buckets else {
+        return Ok(base);
+    };
+    if base.bucket_count() > budget {
+        return Err(PwpError::Fit(format!(
+            "{}: needs {} buckets, more than the budget of {budget}",
+            spec.name,
+            base.bucket_count()
+        )));
+    }
+    let mut best = base;
+    if st.tighten {
+        let mut eps = st.eps_f32 * 0.5;
+        while eps >= (-23f64).exp2() {
+            let mut s2 = st.clone();
+            s2.eps_f32 = eps;
+            // keep the symmetry mode chosen at the base tolerance
+            s2.symmetry = vec![best.spec().symmetry];
+            let spec2 = FitSpec {
+                name: spec.name.clone(),
+                code: spec.code,
+                f: spec.f,
+                settings: s2,
+            };
+            match build_min(&spec2) {
+                Ok(t) if t.bucket_count() <= budget => best = t,
+                _ => break,
+            }
+            eps *= 0.5;
+        }
+    }
+    Ok(best)
 }
 
 /// Exact, hand-made tables for the cheap residents (identity, copy, relu, abs, square, sign):
@@ -810,14 +992,52 @@ pub fn build_table(spec: &FitSpec) -> Result<Table, PwpError> {
 /// `d2 = 1` for square: t² in f64 rounded once, i.e. correctly rounded).
 pub fn resident_table(name: &str) -> Option<TableSpec> {
     let ef = functions::by_name(name)?;
-    let corner = |c: Cubic| Corner { threshold: 0.0, cubic: c };
-    let half = |c: Cubic| Half { low: corner(c), high: corner(c), octaves: Vec::new() };
+    let corner = |c: Cubic| Corner {
+        threshold: 0.0,
+        cubic: c,
+    };
+    let half = |c: Cubic| Half {
+        low: corner(c),
+        high: corner(c),
+        octaves: Vec::new(),
+    };
     let ident = Cubic::linear(0.0, 1.0);
     let (sym, pos, neg, zero, pinf, ninf) = match name {
-        "identity" | "copy" => (Symmetry::Odd, ident, None, 0.0, f32::INFINITY, f32::NEG_INFINITY),
-        "relu" => (Symmetry::None, ident, Some(Cubic::constant(0.0)), 0.0, f32::INFINITY, 0.0),
-        "abs" => (Symmetry::Even, ident, None, 0.0, f32::INFINITY, f32::INFINITY),
-        "square" => (Symmetry::Even, Cubic { x: 0.0, d: [0.0, 0.0, 1.0, 0.0] }, None, 0.0, f32::INFINITY, f32::INFINITY),
+        "identity" | "copy" => (
+            Symmetry::Odd,
+            ident,
+            None,
+            0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ),
+        "relu" => (
+            Symmetry::None,
+            ident,
+            Some(Cubic::constant(0.0)),
+            0.0,
+            f32::INFINITY,
+            0.0,
+        ),
+        "abs" => (
+            Symmetry::Even,
+            ident,
+            None,
+            0.0,
+            f32::INFINITY,
+            f32::INFINITY,
+        ),
+        "square" => (
+            Symmetry::Even,
+            Cubic {
+                x: 0.0,
+                d: [0.0, 0.0, 1.0, 0.0],
+            },
+            None,
+            0.0,
+            f32::INFINITY,
+            f32::INFINITY,
+        ),
         "sign" => (Symmetry::Odd, Cubic::constant(1.0), None, 0.0, 1.0, -1.0),
         _ => return None,
     };
@@ -835,6 +1055,9 @@ pub fn resident_table(name: &str) -> Option<TableSpec> {
             method: "exact resident (corner cubic is the function itself)".to_string(),
             eps_f32: 0.0,
             floor_f32: 0.0,
+            input_min_abs: 0.0,
+            input_max_abs: f32::INFINITY,
+            max_buckets: None,
             targets: AccuracyTarget::standard().dtypes,
         }),
     })
@@ -853,11 +1076,40 @@ pub fn build_function(name: &str) -> Result<Table, PwpError> {
         return Table::new(spec);
     }
     let f = ef.f;
-    let spec = FitSpec { name: ef.name.to_string(), code: ef.code, f: &f, settings: FitSettings::for_function(ef) };
+    let spec = FitSpec {
+        name: ef.name.to_string(),
+        code: ef.code,
+        f: &f,
+        settings: FitSettings::for_function(ef),
+    };
     build_table(&spec)
 }
 
 /// Build every registry function's table (fixed order; results independent of thread count).
 pub fn build_all() -> Vec<(String, Result<Table, PwpError>)> {
-    buildable().into_iter().map(|n| (n.to_string(), build_function(n))).collect()
+    buildable()
+        .into_iter()
+        .map(|n| (n.to_string(), build_function(n)))
+        .collect()
+}
+
+/// Directory of the committed Trainium tables: `models/pwp/trainium` in the crate.
+pub fn default_model_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("models")
+        .join("pwp")
+        .join("trainium")
+}
+
+/// Build every registry table and write `<name>.json` into `dir` (created if missing).
+/// Returns each function's name and bucket count; stops at the first failure.
+pub fn write_all(dir: &std::path::Path) -> Result<Vec<(String, usize)>, PwpError> {
+    std::fs::create_dir_all(dir).map_err(|e| PwpError::Io(format!("{}: {e}", dir.display())))?;
+    let mut out = Vec::new();
+    for (name, r) in build_all() {
+        let t = r?;
+        t.spec().save(&dir.join(format!("{name}.json")))?;
+        out.push((name, t.bucket_count()));
+    }
+    Ok(out)
 }

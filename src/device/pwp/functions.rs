@@ -237,7 +237,12 @@ pub struct ExactFunction {
 
 macro_rules! entry {
     ($name:ident, $code:expr, $sym:ident) => {
-        ExactFunction { name: stringify!($name), code: $code, f: $name, symmetry: Symmetry::$sym }
+        ExactFunction {
+            name: stringify!($name),
+            code: $code,
+            f: $name,
+            symmetry: Symmetry::$sym,
+        }
     };
 }
 

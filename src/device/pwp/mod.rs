@@ -80,7 +80,9 @@ impl std::error::Error for PwpError {}
 
 /// Element types the activation engine reads and writes; used to pick rounding and ULP
 /// measures in sweeps and accuracy targets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {
     /// bfloat16: 8 significant bits, fp32 exponent range.

@@ -64,8 +64,20 @@ impl AccuracyTarget {
     pub fn standard() -> AccuracyTarget {
         AccuracyTarget {
             dtypes: vec![
-                DtypeTarget { dtype: Dtype::Bf16, min_correct_ppm: 999_000, max_ulp: 1, floor_log2: -16, abs_tol_log2: -24 },
-                DtypeTarget { dtype: Dtype::F16, min_correct_ppm: 990_000, max_ulp: 2, floor_log2: -14, abs_tol_log2: -24 },
+                DtypeTarget {
+                    dtype: Dtype::Bf16,
+                    min_correct_ppm: 999_000,
+                    max_ulp: 1,
+                    floor_log2: -16,
+                    abs_tol_log2: -24,
+                },
+                DtypeTarget {
+                    dtype: Dtype::F16,
+                    min_correct_ppm: 990_000,
+                    max_ulp: 2,
+                    floor_log2: -14,
+                    abs_tol_log2: -24,
+                },
             ],
         }
     }
@@ -88,8 +100,8 @@ pub struct SweepOptions {
     pub floor_log2: Option<i32>,
     /// Absolute tolerance below the floor (log2); default −24.
     pub abs_tol_log2: Option<i32>,
-    /// Skip non-zero inputs with |x| below this (a table built with flushed subnormals is
-    /// verified from 2^-126 up); default 0.
+    /// Skip inputs with |x| below this, ±0 included when it is positive (a table built with
+    /// flushed tiny inputs is verified from its `input_min_abs` up); default 0.
     pub min_abs_input: f32,
     /// Skip inputs with |x| at or above this (outside a periodic function's domain); default
     /// +inf.
@@ -190,7 +202,11 @@ impl SweepReport {
             ));
         }
         if self.max_ulp > t.max_ulp as u64 {
-            why.push(format!("max error {} ULP > {} ULP", ulp_str(self.max_ulp), t.max_ulp));
+            why.push(format!(
+                "max error {} ULP > {} ULP",
+                ulp_str(self.max_ulp),
+                t.max_ulp
+            ));
         }
         if self.below_floor_violations > 0 {
             why.push(format!(
@@ -201,7 +217,12 @@ impl SweepReport {
         if why.is_empty() {
             Ok(())
         } else {
-            Err(format!("{} [{}]: {}", self.function, self.dtype.name(), why.join("; ")))
+            Err(format!(
+                "{} [{}]: {}",
+                self.function,
+                self.dtype.name(),
+                why.join("; ")
+            ))
         }
     }
 
@@ -263,10 +284,18 @@ impl fmt::Display for SweepReport {
         write!(
             f,
             "  |exact| <  {:e}: {} inputs, max abs error {:e} (limit {:e}, {} over)",
-            self.floor, self.below_floor, self.max_abs_below_floor, self.abs_tol, self.below_floor_violations
+            self.floor,
+            self.below_floor,
+            self.max_abs_below_floor,
+            self.abs_tol,
+            self.below_floor_violations
         )?;
         if let Some(w) = &self.worst_below_floor {
-            write!(f, "\n    worst at x = {:e}: exact {:e}, got {:e}", w.input, w.exact, w.got)?;
+            write!(
+                f,
+                "\n    worst at x = {:e}: exact {:e}, got {:e}",
+                w.input, w.exact, w.got
+            )?;
         }
         Ok(())
     }
@@ -312,7 +341,13 @@ impl Acc {
             self.hist[(ulp.min(3)) as usize] += 1;
             if ulp > self.max_ulp || self.worst.is_none() && ulp == self.max_ulp && ulp > 0 {
                 self.max_ulp = ulp;
-                self.worst = Some(Worst { input: x, exact, got, ulp, abs_err });
+                self.worst = Some(Worst {
+                    input: x,
+                    exact,
+                    got,
+                    ulp,
+                    abs_err,
+                });
             }
         } else {
             self.below += 1;
@@ -321,7 +356,13 @@ impl Acc {
             }
             if abs_err > self.max_abs {
                 self.max_abs = abs_err;
-                self.worst_below = Some(Worst { input: x, exact, got, ulp: 0, abs_err });
+                self.worst_below = Some(Worst {
+                    input: x,
+                    exact,
+                    got,
+                    ulp: 0,
+                    abs_err,
+                });
             }
         }
     }
@@ -416,7 +457,12 @@ fn f32_inputs(table: &Table, n: usize) -> Vec<f32> {
 }
 
 /// Sweep `table` against the exact function `f` for `dtype` (module docs). Deterministic.
-pub fn sweep(table: &Table, f: &(dyn Fn(f64) -> f64 + Sync), dtype: Dtype, opts: &SweepOptions) -> SweepReport {
+pub fn sweep(
+    table: &Table,
+    f: &(dyn Fn(f64) -> f64 + Sync),
+    dtype: Dtype,
+    opts: &SweepOptions,
+) -> SweepReport {
     let floor_log2 = opts.floor_log2.unwrap_or(match dtype {
         Dtype::Bf16 => -16,
         Dtype::F16 => -14,
@@ -426,12 +472,14 @@ pub fn sweep(table: &Table, f: &(dyn Fn(f64) -> f64 + Sync), dtype: Dtype, opts:
     let abs_tol = (opts.abs_tol_log2.unwrap_or(-24) as f64).exp2();
     let mut inputs = sweep_inputs(table, dtype, opts.f32_points);
     if opts.min_abs_input > 0.0 || opts.max_abs_input < f32::INFINITY {
-        inputs.retain(|x| *x == 0.0 || (x.abs() >= opts.min_abs_input && x.abs() < opts.max_abs_input));
+        inputs.retain(|x| x.abs() >= opts.min_abs_input && x.abs() < opts.max_abs_input);
     }
     let bar = if opts.progress {
         let pb = indicatif::ProgressBar::new(inputs.len() as u64);
         pb.set_message(format!("{} {}", table.name(), dtype.name()));
-        if let Ok(style) = indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({eta})") {
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({eta})")
+        {
             pb.set_style(style);
         }
         Some(pb)
@@ -470,7 +518,11 @@ pub fn sweep(table: &Table, f: &(dyn Fn(f64) -> f64 + Sync), dtype: Dtype, opts:
         floor,
         scored: acc.scored,
         correctly_rounded: acc.correct,
-        correct_share: if acc.scored == 0 { 1.0 } else { acc.correct as f64 / acc.scored as f64 },
+        correct_share: if acc.scored == 0 {
+            1.0
+        } else {
+            acc.correct as f64 / acc.scored as f64
+        },
         max_ulp: acc.max_ulp,
         ulp_histogram: acc.hist,
         worst: acc.worst,
@@ -484,7 +536,11 @@ pub fn sweep(table: &Table, f: &(dyn Fn(f64) -> f64 + Sync), dtype: Dtype, opts:
 
 /// Sweep every dtype of `target` and check each, over the input range the table's build info
 /// declares; `Err` lists the failures (used by the builder and the acceptance tests).
-pub fn verify(table: &Table, f: &(dyn Fn(f64) -> f64 + Sync), target: &super::AccuracyTarget) -> Result<Vec<SweepReport>, PwpError> {
+pub fn verify(
+    table: &Table,
+    f: &(dyn Fn(f64) -> f64 + Sync),
+    target: &super::AccuracyTarget,
+) -> Result<Vec<SweepReport>, PwpError> {
     let mut reports = Vec::new();
     let mut errors = Vec::new();
     for t in &target.dtypes {

@@ -99,7 +99,11 @@ pub struct Cubic {
 impl PartialEq for Cubic {
     fn eq(&self, o: &Self) -> bool {
         self.x.to_bits() == o.x.to_bits()
-            && self.d.iter().zip(o.d.iter()).all(|(a, b)| a.to_bits() == b.to_bits())
+            && self
+                .d
+                .iter()
+                .zip(o.d.iter())
+                .all(|(a, b)| a.to_bits() == b.to_bits())
     }
 }
 impl Eq for Cubic {}
@@ -107,25 +111,39 @@ impl Eq for Cubic {}
 impl Cubic {
     /// A constant piece (saturation corners such as tanh → 1, exp → +inf).
     pub const fn constant(c: f32) -> Cubic {
-        Cubic { x: 0.0, d: [c, 0.0, 0.0, 0.0] }
+        Cubic {
+            x: 0.0,
+            d: [c, 0.0, 0.0, 0.0],
+        }
     }
 
     /// `d0 + d1·v` about x = 0 (identity-like corners, e.g. gelu → x for large x).
     pub const fn linear(d0: f32, d1: f32) -> Cubic {
-        Cubic { x: 0.0, d: [d0, d1, 0.0, 0.0] }
+        Cubic {
+            x: 0.0,
+            d: [d0, d1, 0.0, 0.0],
+        }
     }
 
     /// The engine's mixed-precision evaluation at `v` (module docs, step 5).
     #[inline(always)]
     pub fn eval(&self, v: f32) -> f32 {
-        mixed(v, self.x, self.d[0], self.d[1], self.d[2] as f64, self.d[3] as f64)
+        mixed(
+            v,
+            self.x,
+            self.d[0],
+            self.d[1],
+            self.d[2] as f64,
+            self.d[3] as f64,
+        )
     }
 
     /// Evaluation plus a bound on the f32 rounding noise of the linear part
     /// (`2^-24·(|d0| + |d1·t|)`), used by the builder to avoid demanding more than f32 can give.
     pub(crate) fn eval_noise(&self, v: f32) -> (f32, f64) {
         let t = v - self.x;
-        let noise = (self.d[0].abs() as f64 + (self.d[1] as f64 * t as f64).abs()) * (1.0 / 16777216.0);
+        let noise =
+            (self.d[0].abs() as f64 + (self.d[1] as f64 * t as f64).abs()) * (1.0 / 16777216.0);
         (self.eval(v), noise)
     }
 }
@@ -372,7 +390,8 @@ impl TableSpec {
 
     /// Parse a table from JSON text and validate it. Never panics on malformed input.
     pub fn from_json(text: &str) -> Result<TableSpec, PwpError> {
-        let wire: WireTable = serde_json::from_str(text).map_err(|e| PwpError::Json(e.to_string()))?;
+        let wire: WireTable =
+            serde_json::from_str(text).map_err(|e| PwpError::Json(e.to_string()))?;
         let spec = wire.into_spec()?;
         spec.validate()?;
         Ok(spec)
@@ -434,7 +453,11 @@ impl TableSpec {
                         t.abs_tol_log2
                     );
                 }
-                s.push_str(if b.targets.is_empty() { "]\n  }" } else { "\n    ]\n  }" });
+                s.push_str(if b.targets.is_empty() {
+                    "]\n  }"
+                } else {
+                    "\n    ]\n  }"
+                });
             }
         }
         s.push_str("\n}\n");
@@ -454,7 +477,8 @@ impl TableSpec {
 
     /// Write the canonical JSON to a file.
     pub fn save(&self, path: &std::path::Path) -> Result<(), PwpError> {
-        std::fs::write(path, self.to_json()).map_err(|e| PwpError::Io(format!("{}: {e}", path.display())))
+        std::fs::write(path, self.to_json())
+            .map_err(|e| PwpError::Io(format!("{}: {e}", path.display())))
     }
 }
 
@@ -473,7 +497,11 @@ fn validate_half(h: &Half) -> Result<(), String> {
             "low corner threshold 0x{lo:08x} is above the high corner threshold 0x{hi:08x}"
         ));
     }
-    let expected: Vec<u32> = if lo < hi { ((lo >> 23)..=((hi - 1) >> 23)).collect() } else { Vec::new() };
+    let expected: Vec<u32> = if lo < hi {
+        ((lo >> 23)..=((hi - 1) >> 23)).collect()
+    } else {
+        Vec::new()
+    };
     if h.octaves.len() != expected.len() {
         return Err(format!(
             "thresholds 0x{lo:08x}..0x{hi:08x} need {} octaves (exponents {}), found {}",
@@ -487,10 +515,16 @@ fn validate_half(h: &Half) -> Result<(), String> {
     }
     for (o, e) in h.octaves.iter().zip(expected) {
         if o.exponent as u32 != e {
-            return Err(format!("octave with exponent {} found where exponent {e} was expected", o.exponent));
+            return Err(format!(
+                "octave with exponent {} found where exponent {e} was expected",
+                o.exponent
+            ));
         }
         if o.k > MAX_K {
-            return Err(format!("octave {}: k = {} exceeds {MAX_K}", o.exponent, o.k));
+            return Err(format!(
+                "octave {}: k = {} exceeds {MAX_K}",
+                o.exponent, o.k
+            ));
         }
         if o.buckets.len() != 1usize << o.k {
             return Err(format!(
@@ -528,21 +562,33 @@ fn write_cubic(s: &mut String, c: &Cubic) {
 fn write_half(s: &mut String, h: &Half) {
     s.push_str("{\n");
     for (name, c) in [("low", &h.low), ("high", &h.high)] {
-        let _ = write!(s, "    \"{name}\": {{\"threshold\": {}, \"cubic\": ", hex32(c.threshold));
+        let _ = write!(
+            s,
+            "    \"{name}\": {{\"threshold\": {}, \"cubic\": ",
+            hex32(c.threshold)
+        );
         write_cubic(s, &c.cubic);
         s.push_str("},\n");
     }
     s.push_str("    \"octaves\": [");
     for (i, o) in h.octaves.iter().enumerate() {
         s.push_str(if i == 0 { "\n" } else { ",\n" });
-        let _ = write!(s, "      {{\"exponent\": {}, \"k\": {}, \"buckets\": [", o.exponent, o.k);
+        let _ = write!(
+            s,
+            "      {{\"exponent\": {}, \"k\": {}, \"buckets\": [",
+            o.exponent, o.k
+        );
         for (j, b) in o.buckets.iter().enumerate() {
             s.push_str(if j == 0 { "\n        " } else { ",\n        " });
             write_cubic(s, b);
         }
         s.push_str("\n      ]}");
     }
-    s.push_str(if h.octaves.is_empty() { "]\n  }" } else { "\n    ]\n  }" });
+    s.push_str(if h.octaves.is_empty() {
+        "]\n  }"
+    } else {
+        "\n    ]\n  }"
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -639,7 +685,10 @@ struct WireBuild {
 }
 
 fn cubic_of(c: &[HexF32; 5]) -> Cubic {
-    Cubic { x: c[0].0, d: [c[1].0, c[2].0, c[3].0, c[4].0] }
+    Cubic {
+        x: c[0].0,
+        d: [c[1].0, c[2].0, c[3].0, c[4].0],
+    }
 }
 
 impl WireHalf {
@@ -665,8 +714,14 @@ impl WireHalf {
             });
         }
         Ok(Half {
-            low: Corner { threshold: self.low.threshold.0, cubic: cubic_of(&self.low.cubic) },
-            high: Corner { threshold: self.high.threshold.0, cubic: cubic_of(&self.high.cubic) },
+            low: Corner {
+                threshold: self.low.threshold.0,
+                cubic: cubic_of(&self.low.cubic),
+            },
+            high: Corner {
+                threshold: self.high.threshold.0,
+                cubic: cubic_of(&self.high.cubic),
+            },
             octaves,
         })
     }
@@ -734,7 +789,13 @@ struct Flat {
 
 impl Flat {
     fn of(c: &Cubic) -> Flat {
-        Flat { x: c.x, d0: c.d[0], d1: c.d[1], d2: c.d[2] as f64, d3: c.d[3] as f64 }
+        Flat {
+            x: c.x,
+            d0: c.d[0],
+            d1: c.d[1],
+            d2: c.d[2] as f64,
+            d3: c.d[3] as f64,
+        }
     }
 }
 
@@ -821,16 +882,34 @@ impl Table {
             hi_idx[h] = flat.len() as u32;
             flat.push(Flat::of(&half.high.cubic));
             for e in 0..256 {
-                index[h * 256 + e] = Entry { base: lo_idx[h], shift: 23 };
+                index[h * 256 + e] = Entry {
+                    base: lo_idx[h],
+                    shift: 23,
+                };
             }
             for o in &half.octaves {
-                index[h * 256 + o.exponent as usize] =
-                    Entry { base: flat.len() as u32, shift: 23 - o.k as u32 };
+                index[h * 256 + o.exponent as usize] = Entry {
+                    base: flat.len() as u32,
+                    shift: 23 - o.k as u32,
+                };
                 flat.extend(o.buckets.iter().map(Flat::of));
             }
         }
-        let half_mask = if spec.symmetry == Symmetry::None { 1 } else { 0 };
-        Ok(Table { spec, index, lo, hi, lo_idx, hi_idx, half_mask, flat })
+        let half_mask = if spec.symmetry == Symmetry::None {
+            1
+        } else {
+            0
+        };
+        Ok(Table {
+            spec,
+            index,
+            lo,
+            hi,
+            lo_idx,
+            hi_idx,
+            half_mask,
+            flat,
+        })
     }
 
     /// Parse, validate and index a JSON table.
@@ -922,7 +1001,12 @@ impl Table {
         self.eval(prescale(x, scale, bias))
     }
 
-    fn run<I: ActElem, O: ActElem, const SYM: u8>(&self, input: &[I], out: &mut [O], affine: Option<(f32, f32)>) {
+    fn run<I: ActElem, O: ActElem, const SYM: u8>(
+        &self,
+        input: &[I],
+        out: &mut [O],
+        affine: Option<(f32, f32)>,
+    ) {
         match affine {
             None => {
                 for (o, &i) in out.iter_mut().zip(input) {
@@ -947,7 +1031,10 @@ impl Table {
         affine: Option<(f32, f32)>,
     ) -> Result<(), PwpError> {
         if input.len() != out.len() {
-            return Err(PwpError::LengthMismatch { input: input.len(), output: out.len() });
+            return Err(PwpError::LengthMismatch {
+                input: input.len(),
+                output: out.len(),
+            });
         }
         match self.spec.symmetry {
             Symmetry::None => self.run::<I, O, SYM_NONE>(input, out, affine),
@@ -964,12 +1051,20 @@ impl Table {
     }
 
     /// Evaluate a bf16 slice: widen on read, round to nearest even on write.
-    pub fn eval_slice_bf16(&self, input: &[half::bf16], out: &mut [half::bf16]) -> Result<(), PwpError> {
+    pub fn eval_slice_bf16(
+        &self,
+        input: &[half::bf16],
+        out: &mut [half::bf16],
+    ) -> Result<(), PwpError> {
         self.eval_into(input, out, None)
     }
 
     /// Evaluate an f16 slice: widen on read, round to nearest even on write.
-    pub fn eval_slice_f16(&self, input: &[half::f16], out: &mut [half::f16]) -> Result<(), PwpError> {
+    pub fn eval_slice_f16(
+        &self,
+        input: &[half::f16],
+        out: &mut [half::f16],
+    ) -> Result<(), PwpError> {
         self.eval_into(input, out, None)
     }
 
@@ -983,7 +1078,10 @@ impl Table {
     ) -> Result<(), PwpError> {
         use rayon::prelude::*;
         if input.len() != out.len() {
-            return Err(PwpError::LengthMismatch { input: input.len(), output: out.len() });
+            return Err(PwpError::LengthMismatch {
+                input: input.len(),
+                output: out.len(),
+            });
         }
         const CHUNK: usize = 1 << 16;
         out.par_chunks_mut(CHUNK)
