@@ -167,7 +167,7 @@ impl UserFunction {
     /// The symmetry the function shows on a fixed set of probe points (exact equality of the
     /// f64 values): odd, even, point-symmetric about (0, ½), or none.
     pub fn detect_symmetry(&self) -> Symmetry {
-        let probes: Vec<f64> = (-40..=40).map(|i| 1.37f64.powi(i)).collect();
+        let probes: Vec<f64> = (-40..=40).map(|i| libm::pow(1.37, i as f64)).collect();
         let all =
             |p: &dyn Fn(f64, f64) -> bool| probes.iter().all(|&x| p(self.eval(x), self.eval(-x)));
         let close = |a: f64, b: f64| a == b || (a - b).abs() <= 1e-15 * a.abs().max(b.abs());

@@ -93,8 +93,8 @@ impl FitSettings {
     /// Minimal-table settings: the standard target, eps_f32 = 2^-16, floor 2^-16, no budget.
     pub fn minimal(symmetry: Vec<Symmetry>) -> FitSettings {
         FitSettings {
-            eps_f32: (-16f64).exp2(),
-            floor_f32: (-16f64).exp2(),
+            eps_f32: libm::exp2(-16.0),
+            floor_f32: libm::exp2(-16.0),
             target: AccuracyTarget::standard(),
             symmetry,
             domain: None,
@@ -119,8 +119,8 @@ impl FitSettings {
         match ef.name {
             "sin" => s.domain = Some(8.0),
             "ln" | "sqrt" => s.min_abs_input = f32::MIN_POSITIVE,
-            "reciprocal" => s.min_abs_input = (-62f32).exp2(),
-            "rsqrt" => s.min_abs_input = (-84f32).exp2(),
+            "reciprocal" => s.min_abs_input = libm::exp2f(-62.0),
+            "rsqrt" => s.min_abs_input = libm::exp2f(-84.0),
             _ => {}
         }
         s
@@ -348,6 +348,7 @@ impl<'a> Side<'a> {
 }
 
 /// Gaussian elimination with partial pivoting on the leading n×n block.
+#[allow(clippy::needless_range_loop)]
 fn solve(a: &mut [[f64; 4]; 4], b: &mut [f64; 4], n: usize) -> Option<[f64; 4]> {
     for col in 0..n {
         let mut p = col;
@@ -356,7 +357,7 @@ fn solve(a: &mut [[f64; 4]; 4], b: &mut [f64; 4], n: usize) -> Option<[f64; 4]> 
                 p = r;
             }
         }
-        if !(a[p][col].abs() > 0.0) || !a[p][col].is_finite() {
+        if a[p][col] == 0.0 || !a[p][col].is_finite() {
             return None;
         }
         a.swap(col, p);
@@ -388,7 +389,7 @@ fn cheb_nodes(lo: f64, hi: f64, n: usize) -> Vec<f32> {
     let c = 0.5 * (lo + hi);
     let h = 0.5 * (hi - lo);
     let mut v: Vec<f32> = (0..n)
-        .map(|i| (c + h * (std::f64::consts::PI * (i as f64 + 0.5) / n as f64).cos()) as f32)
+        .map(|i| (c + h * libm::cos(std::f64::consts::PI * (i as f64 + 0.5) / n as f64)) as f32)
         .collect();
     v.push(lo as f32);
     v.push(prev_f32(hi as f32));
@@ -450,7 +451,7 @@ fn local_samples(side: &Side, t: u32, above: bool) -> Vec<Sample> {
     }
     let a = f32::from_bits(t.max(1)) as f64;
     for i in 1..=48 {
-        let r = (i as f64 / 48.0).exp2();
+        let r = libm::exp2(i as f64 / 48.0);
         let v = if above { a * r } else { a / r };
         if v.is_finite() && v > 0.0 && v < f32::MAX as f64 {
             keys.push(((v as f32).to_bits(), 0));
@@ -488,7 +489,7 @@ fn corner_ok(side: &Side, t: &Tally, region: &[Sample]) -> bool {
 /// High-corner forms for a side.
 fn high_forms(side: &Side) -> Vec<Cubic> {
     let mut v = vec![Cubic::constant(canon(side.exact(f32::MAX) as f32))];
-    let big = (120f64).exp2();
+    let big = libm::exp2(120.0);
     let d1 = (side.exact(big as f32) / (side.sign as f64 * big)) as f32;
     if d1.is_finite() && d1 != 0.0 {
         v.push(Cubic::linear(0.0, d1));
@@ -544,7 +545,7 @@ fn low_cubic(side: &Side, t_bits: u32, pin0: bool) -> Cubic {
     let t = f32::from_bits(t_bits) as f64;
     let mut nodes = cheb_nodes(0.0, t, 24);
     for i in 0..24 {
-        nodes.push((t * (-(i as f64) * 1.5).exp2()) as f32);
+        nodes.push((t * libm::exp2(-(i as f64) * 1.5)) as f32);
     }
     nodes.retain(|&a| a > 0.0 && a.to_bits() < t_bits);
     if nodes.len() < 4 {
@@ -644,7 +645,7 @@ fn fit_half_structure(side: &Side, domain: Option<f32>) -> Result<HalfFit, PwpEr
                 tally.add(side.score_all(&form, &local_samples(side, t, true)));
                 corner_ok(side, &tally, region)
             });
-            if best.map_or(true, |(b, _)| t < b) {
+            if best.is_none_or(|(b, _)| t < b) {
                 best = Some((t, form));
             }
         }
@@ -657,7 +658,9 @@ fn fit_half_structure(side: &Side, domain: Option<f32>) -> Result<HalfFit, PwpEr
     };
     // Low corner.
     let tiny = side.exact(f32::from_bits(1));
-    let pin0 = (side.f)(side.sign as f64 * 1e-300) == 0.0;
+    // functions through the origin (erf, gelu, silu, tanh, ...) keep d0 = 0 exactly, so tiny
+    // inputs keep their relative precision
+    let pin0 = (side.f)(side.sign as f64 * 0.0) == 0.0;
     let mut lo_best: (u32, Cubic) = (0, Cubic::constant(canon(tiny as f32)));
     let low_ok = |c: &Cubic, t: u32| {
         let region = range(&bank, 1, t);
@@ -837,7 +840,7 @@ fn build_with(spec: &FitSpec, sym: Symmetry, budget_scale: f64) -> Result<Table,
                         }
                     }
                     let score = gain / cost;
-                    if score > 0.0 && best.map_or(true, |b| score > b.0) {
+                    if score > 0.0 && best.is_none_or(|b| score > b.0) {
                         best = Some((score, hi, oi, ni));
                     }
                     break;
@@ -852,8 +855,8 @@ fn build_with(spec: &FitSpec, sym: Symmetry, budget_scale: f64) -> Result<Table,
         };
         let o = &halves[hi].octaves[oi];
         let (a, b) = (&o.fits[cur[hi][oi]].tally, &o.fits[ni].tally);
-        for d in 0..2 {
-            used[d] = used[d] + b.mis[d] as u64 - a.mis[d] as u64;
+        for (d, u) in used.iter_mut().enumerate() {
+            *u = *u + b.mis[d] as u64 - a.mis[d] as u64;
         }
         cur[hi][oi] = ni;
     }
@@ -937,7 +940,7 @@ fn build_min(spec: &FitSpec) -> Result<Table, PwpError> {
         if let Some(t) = attempt {
             if best
                 .as_ref()
-                .map_or(true, |b| t.bucket_count() < b.bucket_count())
+                .is_none_or(|b| t.bucket_count() < b.bucket_count())
             {
                 best = Some(t);
             }
@@ -965,7 +968,7 @@ pub fn build_table(spec: &FitSpec) -> Result<Table, PwpError> {
     let mut best = base;
     if st.tighten {
         let mut eps = st.eps_f32 * 0.5;
-        while eps >= (-23f64).exp2() {
+        while eps >= libm::exp2(-23.0) {
             let mut s2 = st.clone();
             s2.eps_f32 = eps;
             // keep the symmetry mode chosen at the base tolerance

@@ -336,12 +336,15 @@ impl TableSpec {
             half.high.cubic
         } else {
             let e = (mag >> 23) as u8;
-            match half.octaves.iter().find(|o| o.exponent == e) {
-                Some(o) => {
-                    let b = ((mag & 0x7f_ffff) >> (23 - o.k as u32)) as usize;
-                    o.buckets[b]
-                }
-                // unreachable for validated specs; keep the reference total anyway
+            let found = half.octaves.iter().find(|o| o.exponent == e).and_then(|o| {
+                let shift = 23u32.checked_sub(o.k as u32)?;
+                o.buckets
+                    .get(((mag & 0x7f_ffff) >> shift) as usize)
+                    .copied()
+            });
+            match found {
+                Some(c) => c,
+                // only for specs that fail validation: stay total instead of panicking
                 None => return f32::NAN,
             }
         };
