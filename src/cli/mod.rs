@@ -1,6 +1,7 @@
 //! Subcommand definitions and dispatch.
 
 mod common;
+mod lut;
 mod opt;
 mod parse;
 mod run;
@@ -29,6 +30,8 @@ pub enum Command {
     /// Execute a module with reference semantics (or on the device model) and write its
     /// outputs.
     Run(run::Args),
+    /// Build, inspect and sweep activation tables (piecewise-cubic lookup tables).
+    Lut(lut::Args),
 }
 
 /// Runs a parsed command line; errors are input errors (exit 2).
@@ -37,5 +40,6 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Parse(a) => parse::run(a),
         Command::Opt(a) => opt::run(a),
         Command::Run(a) => run::run(a),
+        Command::Lut(a) => lut::run(a),
     }
 }

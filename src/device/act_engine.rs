@@ -7,7 +7,7 @@ use super::findings::{Finding, FindingKind};
 use super::pwp::table::ActElem;
 use super::pwp::Table;
 use super::roster::{Chooser, Roster};
-use crate::eval::{err, EvalError, KResult, Value};
+use crate::eval::{err, EvalError, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ElementType, InstrId, Instruction};
 use crate::neuron::Activation;
 use half::{bf16, f16};
