@@ -119,42 +119,47 @@ pub fn encode(ty: ElementType, v: f64) -> u8 {
             None => 0,
         };
     }
+    let finite: Vec<(u32, f64)> = (0..count).map(|b| (b, decode(ty, b as u8))).filter(|(_, d)| d.is_finite()).collect();
+    let max_finite = finite.iter().map(|&(_, d)| d).fold(0f64, f64::max);
+    // Spacing of the top binade: the distance from the largest finite to the next smaller.
+    let below_max = finite.iter().map(|&(_, d)| d).filter(|&d| d < max_finite).fold(0f64, f64::max);
+    let overflow = v.is_infinite() || v.abs() >= max_finite + (max_finite - below_max) / 2.0;
+    if overflow {
+        let neg = v < 0.0;
+        return match f.special {
+            Special::Ieee => (0..count)
+                .find(|&b| decode(ty, b as u8) == if neg { f64::NEG_INFINITY } else { f64::INFINITY })
+                .unwrap_or(0) as u8,
+            Special::Finite => finite
+                .iter()
+                .find(|&&(_, d)| d == if neg { -max_finite } else { max_finite })
+                .map(|&(b, _)| b as u8)
+                .unwrap_or(0),
+            _ => match nan_code {
+                Some(c) if neg && f.special == Special::Fn => (c | (1 << (total - 1))) as u8,
+                Some(c) => c as u8,
+                None => 0,
+            },
+        };
+    }
+    if v == 0.0 {
+        // Keep the sign of zero where the format has a negative zero.
+        let zeros: Vec<&(u32, f64)> = finite.iter().filter(|(_, d)| *d == 0.0).collect();
+        let same_sign = zeros.iter().find(|(_, d)| d.is_sign_negative() == v.is_sign_negative());
+        return same_sign.or(zeros.first()).map(|(b, _)| *b as u8).unwrap_or(0);
+    }
     let mut best: Option<(u32, f64)> = None;
-    for b in 0..count {
-        let d = decode(ty, b as u8);
-        if d.is_nan() || (d == 0.0 && d.is_sign_negative() != v.is_sign_negative() && v == 0.0) {
-            continue;
-        }
+    for &(b, d) in &finite {
         let err = (d - v).abs();
         let better = match best {
             None => true,
             Some((bb, be)) => err < be || (err == be && (b & 1) == 0 && (bb & 1) == 1),
         };
-        if better && !(err.is_nan()) {
+        if better {
             best = Some((b, err));
         }
     }
-    let (b, _) = best.unwrap_or((0, 0.0));
-    let max_finite = (0..count)
-        .map(|c| decode(ty, c as u8))
-        .filter(|d| d.is_finite())
-        .fold(0f64, f64::max);
-    if v.abs() > max_finite && !v.is_infinite() || v.is_infinite() {
-        // Out of range: infinity if representable, else NaN, else saturate.
-        if f.special == Special::Ieee {
-            return b as u8;
-        }
-        if v.abs() > max_finite {
-            if let Some(c) = nan_code {
-                if f.special == Special::Finite {
-                    return b as u8;
-                }
-                let neg = v < 0.0 && f.special == Special::Fn;
-                return (c | if neg { 1 << (total - 1) } else { 0 }) as u8;
-            }
-        }
-    }
-    b as u8
+    best.map(|(b, _)| b as u8).unwrap_or(0)
 }
 
 /// HLO text for one element of a small float type.
@@ -195,6 +200,14 @@ mod tests {
                 assert_eq!(encode(ElementType::F8E5M2, v), b, "code {b:#x}");
             }
         }
+    }
+
+    #[test]
+    fn fnuz_has_no_negative_zero_and_saturates_to_nan() {
+        // f8e4m3fnuz: 0x80 is the only NaN; -0 encodes as +0 (0x00).
+        assert_eq!(encode(ElementType::F8E4M3FNUZ, -0.0), 0x00);
+        assert_eq!(encode(ElementType::F8E4M3FNUZ, 1e6), 0x80);
+        assert_eq!(encode(ElementType::F8E5M2, 1e6), 0x7c);
     }
 
     #[test]
