@@ -3,4 +3,5 @@
 //! the evaluator so the device model and the lookup-table tools can use the same references.
 
 pub mod activations;
+pub mod f64_buffer;
 pub mod rounding;
