@@ -10,6 +10,10 @@
 //!   one sends to device 0), as XLA:CPU computes;
 //! - replica-id and partition-id: 0.
 //!
+//! The identity is the mathematical result. XLA:CPU runs a one-participant reduce-scatter
+//! through its reduction kernel, which turns −0 into +0 and flushes f32 subnormals to zero;
+//! hlosim returns the operand's bits unchanged (within any float tolerance of XLA's answer).
+//!
 //! A collective that names any other device (`replica_groups={{0,1}}`, the iota form
 //! `[2,4]<=[8]`, `source_target_pairs={{0,1}}`), or whose result shape differs from its
 //! operand's (an all-gather that concatenates two shards), describes a program for several

@@ -548,6 +548,71 @@ mod tests {
     }
 
     #[test]
+    fn large_shapes_match_xla_checksums() {
+        // XLA:CPU outputs for state S, summarised as Σ bits[i]·(i+1) mod 2^64 (computed with
+        // numpy on the oracle's output), with the new state. Covers the parallel paths, the
+        // BERT corpus shapes, and a split on a middle dimension with an odd size.
+        let cases: [(RngAlgorithm, ElementType, &[i64], u64, u64); 6] = [
+            (
+                RngAlgorithm::ThreeFry,
+                ElementType::U32,
+                &[3, 257, 101],
+                18364758544493103807,
+                6490815771283258292,
+            ),
+            (
+                RngAlgorithm::Philox,
+                ElementType::U64,
+                &[70001],
+                18364758544493099721,
+                15764832701218406531,
+            ),
+            (
+                RngAlgorithm::ThreeFry,
+                ElementType::U16,
+                &[2, 40001],
+                18364758544493104721,
+                104811029479236,
+            ),
+            (
+                RngAlgorithm::Default,
+                ElementType::U32,
+                &[1, 2, 128, 128],
+                18364758544493072912,
+                1154815761174896955,
+            ),
+            (
+                RngAlgorithm::ThreeFry,
+                ElementType::U32,
+                &[1, 128, 16],
+                18364758544493065744,
+                4610032956742235,
+            ),
+            (
+                RngAlgorithm::ThreeFry,
+                ElementType::U64,
+                &[3, 30001],
+                18364758544493154723,
+                7068918041307318281,
+            ),
+        ];
+        for (alg, ty, dims, state1, checksum) in cases {
+            let shape = ArrayShape::new(ty, dims.to_vec());
+            let (s, d) = generate(alg, &S, &shape).unwrap();
+            let words: Vec<u64> = match d {
+                ArrayData::U64(v) => v,
+                ArrayData::U32(v) => v.into_iter().map(u64::from).collect(),
+                ArrayData::U16(v) => v.into_iter().map(u64::from).collect(),
+                other => panic!("{other:?}"),
+            };
+            let sum = words.iter().enumerate().fold(0u64, |acc, (i, &w)| {
+                acc.wrapping_add(w.wrapping_mul(i as u64 + 1))
+            });
+            assert_eq!((s, sum), (vec![S[0], state1], checksum), "{alg:?} {shape}");
+        }
+    }
+
+    #[test]
     fn bad_states_and_types_are_errors() {
         let shape = ArrayShape::new(ElementType::U32, vec![4]);
         let e = generate(RngAlgorithm::ThreeFry, &[1, 2, 3], &shape).unwrap_err();
