@@ -13,6 +13,7 @@
 //!   (low = state[1], high = state[0]) and only the low half is written back; with u64[3]
 //!   it is (state[1], state[2]) and both halves are written back.
 //! - `rng_default` is Philox on XLA:CPU (checked with the oracle: identical bits and state).
+//!
 //! Outputs narrower than 32 bits take the low bits of the 32-bit words; the output element
 //! type only reinterprets the bits of the unsigned type of its width (f32 gets the u32 bits,
 //! s64 the u64 bits, ...), as XLA:CPU does. pred and complex outputs are rejected, as in XLA.

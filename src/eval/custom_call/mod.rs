@@ -21,8 +21,11 @@ use rayon::prelude::*;
 /// Outputs with at least this many elements are computed in parallel.
 const PARALLEL_THRESHOLD: usize = 1 << 16;
 
+/// An exact scalar activation function.
+pub type Activation = fn(f64) -> f64;
+
 /// The activation intrinsics by base target name.
-const ACTIVATIONS: [(&str, fn(f64) -> f64); 6] = [
+const ACTIVATIONS: [(&str, Activation); 6] = [
     ("AwsNeuronErf", act::erf),
     ("AwsNeuronGelu", act::gelu),
     ("AwsNeuronGeluBackward", act::gelu_backward),
@@ -32,7 +35,7 @@ const ACTIVATIONS: [(&str, fn(f64) -> f64); 6] = [
 ];
 
 /// The exact function of an activation target (bare or dtype-suffixed), if it is one.
-pub fn activation_function(target: &str) -> Option<fn(f64) -> f64> {
+pub fn activation_function(target: &str) -> Option<Activation> {
     let base = ["_f32", "_f16", "_bf16"]
         .iter()
         .find_map(|s| target.strip_suffix(s))
@@ -107,7 +110,7 @@ pub(crate) fn float_result(ins: &Instruction, v: Vec<f64>) -> KResult {
 }
 
 /// Applies an exact scalar function to operand 0.
-fn elementwise(ins: &Instruction, ops: &[&Value], target: &str, f: fn(f64) -> f64) -> KResult {
+fn elementwise(ins: &Instruction, ops: &[&Value], target: &str, f: Activation) -> KResult {
     let mut x = float_operand(ins, ops, 0, target)?;
     if x.len() >= PARALLEL_THRESHOLD {
         x.par_iter_mut().for_each(|v| *v = f(*v));
