@@ -55,10 +55,20 @@ pub fn custom_call(ins: &Instruction, ops: &[&Value]) -> KResult {
         return elementwise(ins, ops, target, f);
     }
     match target {
-        "AwsNeuronTransferWithStaticRing" => match ops.first() {
-            Some(v) => Ok((*v).clone()),
-            None => err(format!("{target} needs an operand")),
-        },
+        "AwsNeuronTransferWithStaticRing" => {
+            let Some(v) = ops.first() else {
+                return err(format!("{target} needs an operand"));
+            };
+            // Layouts may differ (buffers are logical row-major); dims and type may not.
+            let got = super::value_shape(v);
+            if !got.compatible(&ins.shape) {
+                return err(format!(
+                    "{target}: operand 0 is {got} but the result is {}",
+                    ins.shape
+                ));
+            }
+            Ok((*v).clone())
+        }
         "AwsNeuronSoftmax" => softmax::forward(ins, ops),
         "AwsNeuronSoftmaxBackward" => softmax::backward(ins, ops),
         _ => err(format!("unsupported custom-call target '{target}'")),
@@ -247,6 +257,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(v.as_array().unwrap().data, ArrayData::F32(vec![3.5, -0.0]));
+        // As in the corpus: a transposed operand layout with the default result layout.
+        let text = "HloModule m\nENTRY e {\n  x = f32[1,2]{0,1} parameter(0)\n  \
+                    ROOT r = f32[1,2]{1,0} custom-call(x), \
+                    custom_call_target=\"AwsNeuronTransferWithStaticRing\"\n}\n";
+        let x = ArrayLiteral {
+            shape: ArrayShape::new(ElementType::F32, vec![1, 2]),
+            data: ArrayData::F32(vec![1.0, 2.0]),
+        };
+        let v = run(text, vec![Value::array(x)]).unwrap();
+        assert_eq!(v.as_array().unwrap().data, ArrayData::F32(vec![1.0, 2.0]));
+        let text = "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  \
+                    ROOT r = f32[3] custom-call(x), \
+                    custom_call_target=\"AwsNeuronTransferWithStaticRing\"\n}\n";
+        let e = run(text, vec![Value::array(f32s(vec![1.0, 2.0]))]).unwrap_err();
+        assert!(e.message.contains("operand 0 is f32[2]"), "{}", e.message);
         let e = one("AwsNeuronRmsNorm", "f32", "", f32s(vec![1.0])).unwrap_err();
         assert!(
             e.message
