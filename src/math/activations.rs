@@ -17,6 +17,11 @@
 //! Two functions have a root away from zero where no formula in f64 can be relatively exact:
 //! gelu_backward (x ≈ −0.7518) and silu_backward (x ≈ −1.2785). There the absolute error is
 //! about 1e-16, so the relative error grows as the result approaches zero.
+//!
+//! Checked against mpmath (120 digits) after rounding to f32: all six functions gave the
+//! correctly rounded f32 on 1500 random inputs in [−40, 12]; on the 201 consecutive f32
+//! values around each root, silu_backward was always correctly rounded and gelu_backward
+//! was 1 ULP off for 2 of them (results of magnitude ~5e-9).
 
 use std::f64::consts::{FRAC_1_SQRT_2, PI};
 
