@@ -38,9 +38,7 @@ fn run_while(ev: &mut Evaluator, cond: CompId, body: CompId, init: Value, limit:
     let mut iterations: u64 = 0;
     loop {
         let p = ev.call(cond, vec![state.clone()])?;
-        if !scalar_pred(&p).map_err(|e| {
-            EvalError::new(format!("the condition computation returned {}", e.message))
-        })? {
+        if !scalar_pred(&p, "the condition computation's result")? {
             return Ok(state);
         }
         if iterations == limit {
@@ -89,7 +87,7 @@ pub fn conditional(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KRe
                 ops.len()
             ));
         };
-        if scalar_pred(selector)? {
+        if scalar_pred(selector, "the predicate (operand 0)")? {
             (t, *on_true)
         } else {
             (f, *on_false)
@@ -103,12 +101,15 @@ fn called(c: Option<CompId>, attr: &str) -> Result<CompId, EvalError> {
     c.ok_or_else(|| EvalError::new(format!("the '{attr}' attribute is missing")))
 }
 
-/// The value of a `pred[]` scalar.
-fn scalar_pred(v: &Value) -> Result<bool, EvalError> {
-    let a = v.as_array()?;
-    match &a.data {
-        ArrayData::Pred(p) if p.len() == 1 && a.shape.rank() == 0 => Ok(p[0]),
-        _ => err(format!("a pred[] scalar was expected, got {}", a.shape)),
+/// The value of a `pred[]` scalar; `what` names it in the error.
+fn scalar_pred(v: &Value, what: &str) -> Result<bool, EvalError> {
+    let shape = super::value_shape(v);
+    match v {
+        Value::Array(a) => match &a.data {
+            ArrayData::Pred(p) if p.len() == 1 && a.shape.rank() == 0 => Ok(p[0]),
+            _ => err(format!("{what} must be a pred[] scalar, got {shape}")),
+        },
+        _ => err(format!("{what} must be a pred[] scalar, got {shape}")),
     }
 }
 
@@ -222,6 +223,31 @@ ENTRY e {
         // With exactly enough iterations the loop completes.
         let v = run_while(&mut ev, cond, body, init, 10).unwrap();
         assert_eq!(pair(&v), (10, 55));
+    }
+
+    #[test]
+    fn a_non_pred_condition_is_an_error() {
+        let text = r#"
+HloModule w
+cond {
+  s = s32[] parameter(0)
+  ROOT c = s32[] constant(1)
+}
+body {
+  ROOT s = s32[] parameter(0)
+}
+ENTRY e {
+  i = s32[] parameter(0)
+  ROOT w = s32[] while(i), condition=cond, body=body
+}
+"#;
+        let e = run(text, vec![s32(0)]).unwrap_err();
+        assert!(
+            e.message
+                .contains("the condition computation's result must be a pred[] scalar, got s32[]"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
