@@ -17,6 +17,23 @@ pub fn call(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
     ev.call(c, ops.iter().map(|v| (*v).clone()).collect())
 }
 
+/// `fusion(args...), kind=..., calls=c`: runs the fused computation `c` on the operands
+/// (a fusion means exactly its called computation; the kind only guides code generation).
+/// Not yet routed by `dispatch`, which does not list `fusion`.
+pub fn fusion(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
+    let c = match ins.attrs.calls.as_deref() {
+        Some([c]) => *c,
+        Some(cs) => {
+            return err(format!(
+                "a fusion calls exactly one computation, this one names {}",
+                cs.len()
+            ))
+        }
+        None => return err("the 'calls' attribute is missing"),
+    };
+    ev.call(c, ops.iter().map(|v| (*v).clone()).collect())
+}
+
 /// `while(init), condition=c, body=b`: runs `b` while `c` returns true; the result is the
 /// final loop state.
 pub fn while_loop(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
@@ -223,6 +240,29 @@ ENTRY e {
         // With exactly enough iterations the loop completes.
         let v = run_while(&mut ev, cond, body, init, 10).unwrap();
         assert_eq!(pair(&v), (10, 55));
+    }
+
+    #[test]
+    fn fusion_runs_its_called_computation() {
+        let text = r#"
+HloModule f
+fused {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] add(a, b)
+}
+ENTRY e {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT f = s32[] fusion(x, y), kind=kLoop, calls=fused
+}
+"#;
+        let m = parse_module(text).unwrap();
+        let mut ev = Evaluator::with_hooks(&m, Box::new(ScalarOps));
+        let entry = m.entry_computation();
+        let ins = entry.root_instr();
+        let (x, y) = (s32(40), s32(2));
+        assert_eq!(get_s32(&fusion(&mut ev, ins, &[&x, &y]).unwrap()), 42);
     }
 
     #[test]
