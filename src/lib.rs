@@ -4,3 +4,4 @@ pub mod device;
 pub mod eval;
 pub mod hlo;
 pub mod neuron;
+pub mod math;
