@@ -433,6 +433,7 @@ pub fn dispatch(
         O::Call => control_flow::call(ev, ins, ops),
         O::While => control_flow::while_loop(ev, ins, ops),
         O::Conditional => control_flow::conditional(ev, ins, ops),
+        O::Fusion => control_flow::fusion(ev, ins, ops),
         O::RngBitGenerator => rng::rng_bit_generator(ins, ops),
         O::BatchNormTraining => batch_norm::training(ins, ops),
         O::BatchNormInference => batch_norm::inference(ins, ops),

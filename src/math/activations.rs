@@ -10,6 +10,8 @@
 //! - the tanh form of GELU is evaluated as `x·σ(2u)` (an identity: `(1+tanh u)/2 = σ(2u)`),
 //!   which avoids the cancellation of `1 + tanh(u)` for large negative x;
 //! - the normal density forms x² exactly (with an FMA) before exponentiating.
+//! - every transcendental goes through `libm`, so results (and the activation tables fitted
+//!   against them) are the same on every platform.
 //!
 //! Infinite inputs return the limits (e.g. gelu(−∞) = −0, silu(+∞) = +∞) instead of the NaN
 //! that `−∞ · 0` would give; NaN propagates.
@@ -47,16 +49,16 @@ pub fn normal_pdf(x: f64) -> f64 {
     }
     // x² = hi + lo exactly; e^(-(hi+lo)/2) = e^(-hi/2)·e^(-lo/2).
     let lo = x.mul_add(x, -hi);
-    (-0.5 * hi).exp() * (-0.5 * lo).exp() * INV_SQRT_2PI
+    libm::exp(-0.5 * hi) * libm::exp(-0.5 * lo) * INV_SQRT_2PI
 }
 
 /// The logistic function σ(t) = 1/(1+e^−t), without overflow or cancellation.
 pub fn sigmoid(t: f64) -> f64 {
     if t >= 0.0 {
-        1.0 / (1.0 + (-t).exp())
+        1.0 / (1.0 + libm::exp(-t))
     } else {
         // Also the NaN path: e^NaN is NaN.
-        let e = t.exp();
+        let e = libm::exp(t);
         e / (1.0 + e)
     }
 }

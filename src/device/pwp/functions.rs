@@ -11,13 +11,8 @@
 
 use super::table::Symmetry;
 
-const SQRT_2: f64 = std::f64::consts::SQRT_2;
-/// 1/√(2π)
-const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 /// 2/√π
 const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
-/// √(2/π)
-const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 
 /// Identity (code 1).
 pub fn identity(x: f64) -> f64 {
@@ -61,12 +56,7 @@ pub fn sign(x: f64) -> f64 {
 
 /// Logistic sigmoid σ(x) = 1/(1+e^−x), without overflow or cancellation in either tail.
 pub fn sigmoid(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + libm::exp(-x))
-    } else {
-        let e = libm::exp(x);
-        e / (1.0 + e)
-    }
+    crate::math::activations::sigmoid(x)
 }
 
 /// tanh(x).
@@ -120,7 +110,7 @@ pub fn arctan(x: f64) -> f64 {
 
 /// The error function.
 pub fn erf(x: f64) -> f64 {
-    libm::erf(x)
+    crate::math::activations::erf(x)
 }
 
 /// The complementary error function 1 − erf(x), accurate where erf(x) is close to 1.
@@ -135,38 +125,28 @@ pub fn derivative_erf(x: f64) -> f64 {
 
 /// Standard normal cumulative distribution Φ(x) = ½·erfc(−x/√2) (no cancellation for x ≪ 0).
 pub fn normal_cdf(x: f64) -> f64 {
-    0.5 * libm::erfc(-x / SQRT_2)
+    crate::math::activations::normal_cdf(x)
 }
 
 /// Standard normal density φ(x) = e^(−x²/2)/√(2π).
 pub fn normal_pdf(x: f64) -> f64 {
-    INV_SQRT_2PI * libm::exp(-0.5 * (x * x))
+    crate::math::activations::normal_pdf(x)
 }
 
 /// gelu(x) = x·Φ(x) = ½x(1 + erf(x/√2)), via erfc so the negative tail keeps its precision.
 pub fn gelu(x: f64) -> f64 {
-    if x == f64::NEG_INFINITY {
-        return -0.0;
-    }
-    x * normal_cdf(x)
+    crate::math::activations::gelu(x)
 }
 
 /// d/dx gelu(x) = Φ(x) + x·φ(x).
 pub fn derivative_gelu(x: f64) -> f64 {
-    if x.is_infinite() {
-        return if x > 0.0 { 1.0 } else { 0.0 };
-    }
-    normal_cdf(x) + x * normal_pdf(x)
+    crate::math::activations::gelu_backward(x)
 }
 
 /// gelu_apprx_tanh(x) = ½x(1 + tanh(√(2/π)(x + 0.044715x³))), computed as x·σ(2u) (the same
 /// value, since ½(1 + tanh u) = σ(2u)) so the negative tail does not cancel.
 pub fn gelu_apprx_tanh(x: f64) -> f64 {
-    if x == f64::NEG_INFINITY {
-        return -0.0;
-    }
-    let u = SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x));
-    x * sigmoid(2.0 * u)
+    crate::math::activations::gelu_tanh(x)
 }
 
 /// gelu_apprx_sigmoid(x) = x·σ(1.702x).
@@ -188,18 +168,12 @@ pub fn derivative_gelu_apprx_sigmoid(x: f64) -> f64 {
 
 /// silu(x) = x·σ(x).
 pub fn silu(x: f64) -> f64 {
-    if x == f64::NEG_INFINITY {
-        return -0.0;
-    }
-    x * sigmoid(x)
+    crate::math::activations::silu(x)
 }
 
 /// d/dx silu(x) = σ(x)(1 + x(1 − σ(x))), with 1 − σ(x) computed as σ(−x).
 pub fn derivative_silu(x: f64) -> f64 {
-    if x.is_infinite() {
-        return if x > 0.0 { 1.0 } else { 0.0 };
-    }
-    sigmoid(x) * (1.0 + x * sigmoid(-x))
+    crate::math::activations::silu_backward(x)
 }
 
 /// mish(x) = x·tanh(softplus(x)).
