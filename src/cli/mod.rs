@@ -3,6 +3,7 @@
 mod common;
 mod opt;
 mod parse;
+mod profile;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,9 @@ pub enum Command {
     /// Execute a module with reference semantics (or on the device model) and write its
     /// outputs.
     Run(run::Args),
+    /// Estimate a module's time on a Neuron machine model (per engine, table loads) and
+    /// optionally write a Perfetto/Chrome trace.
+    Profile(profile::Args),
 }
 
 /// Runs a parsed command line; errors are input errors (exit 2).
@@ -37,5 +41,6 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Parse(a) => parse::run(a),
         Command::Opt(a) => opt::run(a),
         Command::Run(a) => run::run(a),
+        Command::Profile(a) => profile::run(a),
     }
 }
