@@ -4,8 +4,8 @@
 
 use super::common::load_module;
 use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
-use hlosim::device::roster::{Chooser, Roster};
-use hlosim::device::schedule::{schedule, Profile};
+use hlosim::device::roster::Chooser;
+use hlosim::device::schedule::{profile_module, Profile};
 use hlosim::device::trace::chrome_trace;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -62,13 +62,13 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         ChooserArg::FirstFit => Chooser::FirstFit,
         ChooserArg::Optimal => Chooser::Optimal,
     };
-    let sched = schedule(&module, &machine, &Roster::trainium(), chooser)
+    // A `--pipeline neuron` option transforms `module` here, before profiling.
+    let (sched, profile) = profile_module(&module, &machine, chooser)
         .map_err(|e| format!("{}: {e}", a.module.display()))?;
     if let Some(t) = &a.trace {
         let text = serde_json::to_string(&chrome_trace(&sched)).map_err(|e| e.to_string())?;
         std::fs::write(t, text).map_err(|e| format!("cannot write {}: {e}", t.display()))?;
     }
-    let profile = sched.profile(&machine);
     if a.json {
         println!(
             "{}",

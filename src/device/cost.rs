@@ -559,7 +559,12 @@ impl<'a> CostModel<'a> {
                 self.module.computations.get(c.index()).ok_or_else(|| {
                     self.err(comp, ins, "calls a computation that does not exist")
                 })?;
-            for i in &callee.instructions {
+            // A callee's parameters are the caller's operands, already on chip: not DMAs.
+            for i in callee
+                .instructions
+                .iter()
+                .filter(|i| i.opcode != Opcode::Parameter)
+            {
                 if let Some(c) = self.cost_at_depth(callee, i, depth + 1)? {
                     scale[c.engine.index()] += c.ns;
                 }
@@ -602,5 +607,126 @@ impl<'a> CostModel<'a> {
             dtype: ins.shape.element_type(),
             function: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hlo::parse_module;
+
+    /// Costs every named instruction of the entry computation of `text` on trn1.
+    fn costs(text: &str) -> Vec<(String, Option<Cost>)> {
+        let m = parse_module(text).unwrap();
+        let machine = Machine::builtin("trn1").unwrap();
+        let model = CostModel {
+            machine: &machine,
+            module: &m,
+        };
+        let e = m.entry_computation();
+        e.instructions
+            .iter()
+            .map(|i| (i.name.clone(), model.cost(e, i).unwrap()))
+            .collect()
+    }
+
+    fn get<'a>(c: &'a [(String, Option<Cost>)], name: &str) -> &'a Option<Cost> {
+        &c.iter().find(|(n, _)| n == name).unwrap().1
+    }
+
+    #[test]
+    fn engine_assignment() {
+        let c = costs(
+            r#"HloModule m
+add_f32 { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {
+  p = f32[16,8] parameter(0)
+  r = f32[8,16] reshape(p)
+  t = f32[8,16] transpose(p), dimensions={1,0}
+  bc = s32[16,8] bitcast-convert(p)
+  k = f32[] constant(1)
+  v = f32[3] constant({1, 2, 3})
+  i = s32[16,8] iota(), iota_dimension=0
+  cmp = pred[16,8] compare(p, p), direction=LT
+  sel = f32[16,8] select(cmp, p, p)
+  ex = f32[16,8] exponential(p)
+  red = f32[16] reduce(p, k), dimensions={1}, to_apply=add_f32
+  g = f32[16,8] custom-call(p), custom_call_target="AwsNeuronGelu"
+  sm = f32[16,8] custom-call(p), custom_call_target="AwsNeuronSoftmax"
+  ring = f32[16,8] custom-call(p), custom_call_target="AwsNeuronTransferWithStaticRing"
+  d = f32[16,16] dot(p, t), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT tup = (f32[16,8], f32[16]) tuple(sel, red)
+}
+"#,
+        );
+        let engine = |n: &str| get(&c, n).as_ref().map(|c| c.engine);
+        for free in ["r", "bc", "k", "tup"] {
+            assert_eq!(engine(free), None, "{free} is free");
+        }
+        for (n, e) in [
+            ("p", Engine::Dma),
+            ("t", Engine::Dma),
+            ("v", Engine::Dma),
+            ("ring", Engine::Dma),
+            ("i", Engine::Pool),
+            ("cmp", Engine::Dve),
+            ("sel", Engine::Dve),
+            ("ex", Engine::Dve),
+            ("red", Engine::Dve),
+            ("sm", Engine::Dve),
+            ("g", Engine::Act),
+            ("d", Engine::Pe),
+        ] {
+            assert_eq!(engine(n), Some(e), "{n}");
+        }
+        // compare streams its f32 operands: the 32-bit start cost.
+        assert_eq!(
+            get(&c, "cmp").as_ref().unwrap().dtype,
+            Some(ElementType::F32)
+        );
+        assert_eq!(get(&c, "g").as_ref().unwrap().function, Some("gelu"));
+    }
+
+    #[test]
+    fn reduce_dma_conv_and_call_costs() {
+        let c = costs(
+            r#"HloModule m
+add_f32 { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+addmul { a = f32[] parameter(0)  b = f32[] parameter(1)  s = f32[] add(a, b)  ROOT m = f32[] multiply(s, b) }
+body { x = f32[128,64] parameter(0)  ROOT y = f32[128,64] add(x, x) }
+ENTRY e {
+  p = f32[128,1024] parameter(0)
+  z = f32[] constant(0)
+  r1 = f32[128] reduce(p, z), dimensions={1}, to_apply=add_f32
+  r2 = f32[128] reduce(p, z), dimensions={1}, to_apply=addmul
+  big = f32[1024] parameter(1)
+  up = f32[16] parameter(2)
+  i0 = s32[] parameter(3)
+  dus = f32[1024] dynamic-update-slice(big, up, i0)
+  img = bf16[1,8,8,64] parameter(4)
+  ker = bf16[3,3,64,128] parameter(5)
+  conv = bf16[1,6,6,128] convolution(img, ker), window={size=3x3}, dim_labels=b01f_01io->b01f
+  q = f32[128,64] parameter(6)
+  cl = f32[128,64] call(q), to_apply=body
+  ROOT t = (f32[128], f32[128], f32[1024], bf16[1,6,6,128], f32[128,64]) tuple(r1, r2, dus, conv, cl)
+}
+"#,
+        );
+        let cyc = |n: &str| get(&c, n).as_ref().unwrap().cycles;
+        // 128·1024 f32 over 128 lanes = 1024 per partition; one pass + 172 (32-bit start);
+        // a two-op reducer makes two passes.
+        assert_eq!(cyc("r1"), Some(1024 + 172));
+        assert_eq!(cyc("r2"), Some(2048 + 172));
+        // dynamic-update-slice moves the 16-element update: 64 bytes.
+        let dus = get(&c, "dus").as_ref().unwrap();
+        assert_eq!(dus.bytes, 64);
+        assert!((dus.ns - (500.0 + 64.0 / 410.0)).abs() < 1e-9);
+        // conv as matmul: K = 64·3·3 = 576 → 5 row tiles, 128 output features → 1 column
+        // tile, 36 moving positions → 5·max(64, 36) = 320 (the other orientation: 640).
+        assert_eq!(cyc("conv"), Some(320));
+        // call: its body's add, 64 per partition → max(64, 64) + 172 = 236 DVE cycles.
+        let cl = get(&c, "cl").as_ref().unwrap();
+        assert_eq!(cl.engine, Engine::Dve);
+        assert!((cl.ns - 236.0 / 1.12).abs() < 1e-9);
     }
 }

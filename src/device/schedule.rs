@@ -382,6 +382,19 @@ pub fn schedule(
     })
 }
 
+/// Everything `hlosim profile` computes for one module on the bundled Trainium roster.
+/// `transformed` is profiled exactly as given: the caller applies whatever pipeline it chose
+/// (none, or `--pipeline neuron`) first — profiling never runs passes itself.
+pub fn profile_module(
+    transformed: &Module,
+    machine: &Machine,
+    chooser: Chooser,
+) -> Result<(Schedule, Profile), TimingError> {
+    let s = schedule(transformed, machine, &Roster::trainium(), chooser)?;
+    let p = s.profile(machine);
+    Ok((s, p))
+}
+
 /// Busy time of one engine.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EngineUsage {
