@@ -40,10 +40,15 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Engine {
+    /// Activation engine (ScalarE): table-driven activations.
     Act,
+    /// Vector engine: elementwise arithmetic, compare, select, reductions.
     Dve,
+    /// Tensor engine: the 128×128 systolic array for matmuls.
     Pe,
+    /// GpSimd engine: iota, sort, random numbers.
     Pool,
+    /// DMA queues: HBM ↔ SBUF transfers and data movement.
     Dma,
 }
 
@@ -434,7 +439,12 @@ impl<'a> CostModel<'a> {
                             .attrs
                             .window
                             .as_ref()
-                            .map(|w| w.dims.iter().map(|d| d.size.max(1) as u64).product())
+                            .map(|w| {
+                                w.dims
+                                    .iter()
+                                    .map(|d| d.size.max(1) as u64)
+                                    .fold(1u64, u64::saturating_mul)
+                            })
                             .unwrap_or(1);
                         (result_elems.saturating_mul(w), passes)
                     }
@@ -489,7 +499,7 @@ impl<'a> CostModel<'a> {
         let prod = |dims: &[i64], idx: &[i64]| -> u64 {
             idx.iter()
                 .map(|&d| dims.get(d.max(0) as usize).copied().unwrap_or(1).max(0) as u64)
-                .product()
+                .fold(1u64, u64::saturating_mul)
         };
         let result_elems = leaf_elements(&ins.shape);
         let (batch, mm, k, n) = match ins.opcode {
@@ -501,8 +511,8 @@ impl<'a> CostModel<'a> {
                     .ok_or_else(|| self.err(comp, ins, "dot without dimension numbers"))?;
                 let batch = prod(&lhs.dims, &d.lhs_batch).max(1);
                 let k = prod(&lhs.dims, &d.lhs_contracting).max(1);
-                let mm = (lhs.element_count() as u64) / (batch * k).max(1);
-                let n = (rhs.element_count() as u64) / (batch * k).max(1);
+                let mm = (lhs.element_count() as u64) / batch.saturating_mul(k).max(1);
+                let n = (rhs.element_count() as u64) / batch.saturating_mul(k).max(1);
                 (batch, mm, k, n)
             }
             _ => {
@@ -521,11 +531,10 @@ impl<'a> CostModel<'a> {
                     .copied()
                     .unwrap_or(1)
                     .max(1) as u64;
-                let groups = (ins.attrs.feature_group_count.unwrap_or(1).max(1)
-                    * ins.attrs.batch_group_count.unwrap_or(1).max(1))
-                    as u64;
+                let groups = (ins.attrs.feature_group_count.unwrap_or(1).max(1) as u64)
+                    .saturating_mul(ins.attrs.batch_group_count.unwrap_or(1).max(1) as u64);
                 let k = prod(&rhs.dims, &[cd.kernel_input_feature])
-                    * prod(&rhs.dims, &cd.kernel_spatial);
+                    .saturating_mul(prod(&rhs.dims, &cd.kernel_spatial));
                 let moving = result_elems / fo;
                 (groups, moving, k.max(1), (fo / groups).max(1))
             }

@@ -24,7 +24,9 @@ pub const DEFAULT_MACHINE: &str = "trn1";
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamEngine {
+    /// Clock in GHz (cycles per ns).
     pub clock_ghz: f64,
+    /// Lanes, one per partition: elements are spread over them.
     pub lanes: u64,
     /// Minimum initiation interval: no instruction streams for fewer cycles.
     pub min_ii_cycles: u64,
@@ -100,6 +102,7 @@ pub struct TableLoadModel {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeEngine {
+    /// Clock in GHz.
     pub clock_ghz: f64,
     /// Array rows: the contraction extent one stationary tile covers.
     pub rows: u64,
@@ -119,6 +122,7 @@ pub struct PeEngine {
 pub struct DmaEngine {
     /// GB/s = bytes per nanosecond.
     pub bandwidth_gb_per_s: f64,
+    /// Fixed cost per transfer, ns.
     pub fixed_latency_ns: f64,
 }
 
@@ -126,18 +130,27 @@ pub struct DmaEngine {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Machine {
+    /// Short name (`trn1`).
     pub name: String,
+    /// Human description (generation, NeuronCore version).
     pub description: String,
     /// SBUF partitions; elements are spread over them.
     pub partitions: u64,
+    /// SBUF capacity per partition (reported; not yet a constraint).
     pub sbuf_bytes_per_partition: u64,
     /// Largest free-dimension extent (elements per partition) of one instruction.
     pub free_tile_elements: u64,
+    /// Activation engine.
     pub act: StreamEngine,
+    /// Activation table loads.
     pub act_table_load: TableLoadModel,
+    /// Vector engine.
     pub dve: StreamEngine,
+    /// GpSimd engine.
     pub pool: StreamEngine,
+    /// Tensor engine.
     pub pe: PeEngine,
+    /// DMA.
     pub dma: DmaEngine,
 }
 
@@ -147,9 +160,19 @@ pub enum MachineError {
     /// No bundled machine has this name.
     UnknownName(String),
     /// The file could not be read.
-    Io { path: String, message: String },
+    Io {
+        /// The path given.
+        path: String,
+        /// The OS error.
+        message: String,
+    },
     /// The TOML does not parse or does not match the schema (message carries line/column).
-    Parse { source: String, message: String },
+    Parse {
+        /// File path or bundled name.
+        source: String,
+        /// toml's message, with line, column and key.
+        message: String,
+    },
     /// A value is out of range; the message names the field.
     Invalid(String),
 }

@@ -53,19 +53,26 @@ pub enum SliceKind {
 /// One busy interval on one engine.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Slice {
+    /// The track it occupies.
     pub engine: Engine,
     /// HLO instruction name, `ACT_TABLE_LOAD` or `result-store`.
     pub name: String,
+    /// Visible start on its track, ns from the start of the module.
     pub start_ns: f64,
+    /// End, ns.
     pub end_ns: f64,
+    /// What the slice stands for.
     #[serde(flatten)]
     pub kind: SliceKind,
     /// Nominal duration from the cost model (before overlap or penalties).
     pub cost_ns: f64,
     /// Nominal duration in engine cycles (None on DMA).
     pub cycles: Option<u64>,
+    /// Elements streamed (instructions) or stored (the result store).
     pub elements: u64,
+    /// Bytes moved (DMA slices only).
     pub bytes: u64,
+    /// Element type that set the rate and start cost.
     pub dtype: Option<String>,
     /// For activations: the table function.
     pub function: Option<String>,
@@ -84,8 +91,11 @@ impl Slice {
 /// A scheduled module.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Schedule {
+    /// Module name.
     pub module: String,
+    /// Machine model name.
     pub machine: String,
+    /// How table sets were chosen.
     pub chooser: Chooser,
     /// Every slice, in issue order.
     pub slices: Vec<Slice>,
@@ -100,7 +110,9 @@ pub struct Schedule {
 pub enum TimingError {
     /// The entry computation has a cycle or a dangling operand.
     NotAcyclic(String),
+    /// An instruction could not be costed.
     Cost(CostError),
+    /// The activations cannot be served by the roster.
     Roster(RosterError),
 }
 
@@ -398,7 +410,9 @@ pub fn profile_module(
 /// Busy time of one engine.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EngineUsage {
+    /// The engine.
     pub engine: Engine,
+    /// Sum of its slices' visible durations.
     pub busy_ns: f64,
     /// busy / total estimated time.
     pub utilisation: f64,
@@ -409,22 +423,32 @@ pub struct EngineUsage {
 /// One of the costliest instructions.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CostlyInstruction {
+    /// HLO instruction name.
     pub name: String,
+    /// HLO opcode.
     pub opcode: String,
+    /// Engine it runs on.
     pub engine: Engine,
+    /// Nominal cost, ns.
     pub cost_ns: f64,
+    /// Nominal cost in engine cycles (None on DMA).
     pub cycles: Option<u64>,
+    /// Elements streamed.
     pub elements: u64,
+    /// Element type that set the rate.
     pub dtype: Option<String>,
 }
 
 /// Table-load totals.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TableLoadSummary {
+    /// Number of loads.
     pub count: usize,
+    /// Their summed duration, ns.
     pub time_ns: f64,
     /// Load time that did not delay the activation needing it.
     pub hidden_ns: f64,
+    /// Load time that did delay it.
     pub exposed_ns: f64,
     /// Set indices loaded, in order.
     pub sets: Vec<usize>,
@@ -433,16 +457,23 @@ pub struct TableLoadSummary {
 /// The summary `hlosim profile` prints.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Profile {
+    /// Module name.
     pub module: String,
+    /// Machine model name.
     pub machine: String,
+    /// How table sets were chosen.
     pub chooser: Chooser,
+    /// The estimate, ns.
     pub total_ns: f64,
+    /// The estimate, µs.
     pub total_us: f64,
     /// The estimate in ACT clock cycles.
     pub total_act_cycles: u64,
+    /// Busy time per engine, in track order.
     pub engines: Vec<EngineUsage>,
     /// Instructions by nominal cost, costliest first (at most ten).
     pub costliest: Vec<CostlyInstruction>,
+    /// Activation table loads.
     pub table_loads: TableLoadSummary,
     /// ACT busy time / the sum of every engine's busy time.
     pub act_share_of_busy: f64,
