@@ -77,19 +77,31 @@ fn load_table(spec: &str) -> Result<Table, String> {
         return Table::load(p).map_err(|e| format!("{}: {e}", p.display()));
     }
     let bundled = fit::default_model_dir().join(format!("{spec}.json"));
-    Table::load(&bundled).map_err(|_| format!("'{spec}' is neither a table file nor a bundled table name (see `hlosim lut list`)"))
+    Table::load(&bundled).map_err(|_| {
+        format!("'{spec}' is neither a table file nor a bundled table name (see `hlosim lut list`)")
+    })
 }
 
 fn write_new(path: &Path, text: &str, force: bool) -> Result<(), String> {
     if path.exists() && !force {
-        return Err(format!("{} exists; pass --force to overwrite it", path.display()));
+        return Err(format!(
+            "{} exists; pass --force to overwrite it",
+            path.display()
+        ));
     }
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 pub fn run(a: Args) -> Result<ExitCode, String> {
     match a.command {
-        LutCommand::Build { function, all, expr: e, name, out, force } => {
+        LutCommand::Build {
+            function,
+            all,
+            expr: e,
+            name,
+            out,
+            force,
+        } => {
             if all {
                 let dir = out.ok_or("--all needs --out DIR")?;
                 std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -118,15 +130,33 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         LutCommand::Inspect { table } => {
             let t = load_table(&table)?;
             let s = t.spec();
-            println!("function  {} (code {})", s.function, s.code.map(|c| c.to_string()).unwrap_or_else(|| "none".into()));
+            println!(
+                "function  {} (code {})",
+                s.function,
+                s.code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "none".into())
+            );
             println!("symmetry  {}", s.symmetry.name());
-            println!("buckets   {} (+{} corners)", t.bucket_count(), s.corner_count());
+            println!(
+                "buckets   {} (+{} corners)",
+                t.bucket_count(),
+                s.corner_count()
+            );
             println!("zero {}  +inf {}  -inf {}", s.zero, s.pinf, s.ninf);
             for (sign, half) in s.halves() {
                 let side = if sign > 0.0 { "positive" } else { "negative" };
-                println!("{side} half: low corner below {:e}, high corner above {:e}", half.low.threshold, half.high.threshold);
+                println!(
+                    "{side} half: low corner below {:e}, high corner above {:e}",
+                    half.low.threshold, half.high.threshold
+                );
                 for o in &half.octaves {
-                    println!("  octave 2^{:<4} k={:<2} {:>4} buckets", o.exponent as i32 - 127, o.k, o.buckets.len());
+                    println!(
+                        "  octave 2^{:<4} k={:<2} {:>4} buckets",
+                        o.exponent as i32 - 127,
+                        o.k,
+                        o.buckets.len()
+                    );
                 }
             }
             if let Some(shipped) = fit::shipped_bucket_count(&s.function) {
@@ -134,8 +164,16 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        LutCommand::Sweep { function, dtype, table, points, json, quiet } => {
-            let ef = functions::by_name(&function).ok_or_else(|| format!("unknown function '{function}' (see `hlosim lut list`)"))?;
+        LutCommand::Sweep {
+            function,
+            dtype,
+            table,
+            points,
+            json,
+            quiet,
+        } => {
+            let ef = functions::by_name(&function)
+                .ok_or_else(|| format!("unknown function '{function}' (see `hlosim lut list`)"))?;
             let t = match table {
                 Some(p) => Table::load(&p).map_err(|e| format!("{}: {e}", p.display()))?,
                 None => load_table(&function)?,
@@ -146,20 +184,34 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
             opts.progress = !quiet && !json;
             let report = sweep::sweep(&t, &ef.f, dtype, &opts);
             if json {
-                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+                );
             } else {
                 println!("{report}");
             }
             Ok(ExitCode::SUCCESS)
         }
         LutCommand::List => {
-            println!("{:<32} {:>5} {:>8} {:>8}", "function", "code", "buckets", "shipped");
+            println!(
+                "{:<32} {:>5} {:>8} {:>8}",
+                "function", "code", "buckets", "shipped"
+            );
             for f in functions::all() {
                 let size = Table::load(&fit::default_model_dir().join(format!("{}.json", f.name)))
                     .map(|t| t.bucket_count().to_string())
                     .unwrap_or_else(|_| "-".into());
-                let shipped = fit::shipped_bucket_count(f.name).map(|s| s.to_string()).unwrap_or_else(|| "-".into());
-                println!("{:<32} {:>5} {:>8} {:>8}", f.name, f.code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()), size, shipped);
+                let shipped = fit::shipped_bucket_count(f.name)
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "-".into());
+                println!(
+                    "{:<32} {:>5} {:>8} {:>8}",
+                    f.name,
+                    f.code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+                    size,
+                    shipped
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

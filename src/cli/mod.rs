@@ -4,6 +4,7 @@ mod common;
 mod lut;
 mod opt;
 mod parse;
+mod profile;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +33,9 @@ pub enum Command {
     Run(run::Args),
     /// Build, inspect and sweep activation tables (piecewise-cubic lookup tables).
     Lut(lut::Args),
+    /// Estimate a module's time on a Neuron machine model (per engine, table loads) and
+    /// optionally write a Perfetto/Chrome trace.
+    Profile(profile::Args),
 }
 
 /// Runs a parsed command line; errors are input errors (exit 2).
@@ -41,5 +45,6 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Opt(a) => opt::run(a),
         Command::Run(a) => run::run(a),
         Command::Lut(a) => lut::run(a),
+        Command::Profile(a) => profile::run(a),
     }
 }

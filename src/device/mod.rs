@@ -4,10 +4,14 @@
 
 pub mod act_engine;
 pub mod compare_unit;
+pub mod cost;
 pub mod executor;
 pub mod findings;
+pub mod machine;
 pub mod pwp;
 pub mod roster;
+pub mod schedule;
+pub mod trace;
 
 pub use executor::{execute_on_device, DeviceConfig, DeviceRun};
 pub use findings::{Finding, FindingKind, Level};

@@ -332,12 +332,27 @@ mod tests {
     fn ninth_distinct_set_is_detected() {
         // First fit: exp→0, softplus→1, erf→2, sqrt→3, ln→5, derivative_sigmoid→7,
         // derivative_tanh→8, sin→9, gelu→10: nine distinct sets, the ninth at position 8.
-        let seq = ["exp", "softplus", "erf", "sqrt", "ln", "derivative_sigmoid", "derivative_tanh", "sin", "gelu"];
+        let seq = [
+            "exp",
+            "softplus",
+            "erf",
+            "sqrt",
+            "ln",
+            "derivative_sigmoid",
+            "derivative_tanh",
+            "sin",
+            "gelu",
+        ];
         let r = Roster::trainium();
         let p = r.plan(&seq, Chooser::FirstFit).unwrap();
         assert_eq!(p.distinct, vec![0, 1, 2, 3, 5, 7, 8, 9, 10]);
         assert_eq!(p.first_over_limit(r.max_sets_per_kernel), Some(8));
-        assert_eq!(r.plan(&seq[..8], Chooser::FirstFit).unwrap().first_over_limit(8), None);
+        assert_eq!(
+            r.plan(&seq[..8], Chooser::FirstFit)
+                .unwrap()
+                .first_over_limit(8),
+            None
+        );
     }
 
     #[test]

@@ -1,0 +1,159 @@
+//! `hlosim profile`: the cycle-approximate time of a module on a Neuron machine model, per
+//! engine, with the costliest instructions and the activation table loads; optionally a
+//! Chrome/Perfetto trace.
+
+use super::common::load_module;
+use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
+use hlosim::device::roster::Chooser;
+use hlosim::device::schedule::{profile_module, Profile};
+use hlosim::device::trace::chrome_trace;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// How activation table sets are chosen (see `device::roster::Chooser`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChooserArg {
+    /// neuronx-cc's greedy first fit.
+    FirstFit,
+    /// Fewest table loads over the whole activation sequence.
+    Optimal,
+}
+
+/// Arguments of `hlosim profile`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// HLO text file (profiled as given; run `hlosim opt` first for the Neuron passes).
+    pub module: PathBuf,
+    /// Machine model: trn1, trn2, trn3, or a path to a machine TOML file.
+    #[arg(long, default_value = DEFAULT_MACHINE)]
+    pub machine: String,
+    /// Write a Chrome trace-event JSON file (open in ui.perfetto.dev or chrome://tracing).
+    #[arg(long, value_name = "T.json")]
+    pub trace: Option<PathBuf>,
+    /// Print the profile as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Activation table set chooser.
+    #[arg(long, value_enum, default_value_t = ChooserArg::FirstFit)]
+    pub chooser: ChooserArg,
+}
+
+/// Whether two paths name the same file (by canonical path when the file exists).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+pub fn run(a: Args) -> Result<ExitCode, String> {
+    if let Some(t) = &a.trace {
+        if same_file(t, &a.module) {
+            return Err(format!(
+                "--trace {} is the input module; refusing to overwrite it",
+                t.display()
+            ));
+        }
+    }
+    let machine = Machine::resolve(&a.machine).map_err(|e| e.to_string())?;
+    let module = load_module(&a.module)?;
+    let chooser = match a.chooser {
+        ChooserArg::FirstFit => Chooser::FirstFit,
+        ChooserArg::Optimal => Chooser::Optimal,
+    };
+    // A `--pipeline neuron` option transforms `module` here, before profiling.
+    let (sched, profile) = profile_module(&module, &machine, chooser)
+        .map_err(|e| format!("{}: {e}", a.module.display()))?;
+    if let Some(t) = &a.trace {
+        let text = serde_json::to_string(&chrome_trace(&sched)).map_err(|e| e.to_string())?;
+        std::fs::write(t, text).map_err(|e| format!("cannot write {}: {e}", t.display()))?;
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&profile).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", render(&profile));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The readable report.
+fn render(p: &Profile) -> String {
+    let mut s = String::new();
+    let chooser = match p.chooser {
+        Chooser::FirstFit => "first-fit",
+        Chooser::Optimal => "optimal",
+    };
+    let _ = writeln!(
+        s,
+        "module {} on {} (table sets: {chooser})",
+        p.module, p.machine
+    );
+    let _ = writeln!(
+        s,
+        "estimated time: {:.3} us ({} ACT cycles)",
+        p.total_us, p.total_act_cycles
+    );
+    let _ = writeln!(s, "\nengine   busy (us)   utilisation   slices");
+    for e in &p.engines {
+        let _ = writeln!(
+            s,
+            "{:<6} {:>11.3} {:>12.1}% {:>8}",
+            e.engine.name(),
+            e.busy_ns / 1000.0,
+            e.utilisation * 100.0,
+            e.slices
+        );
+    }
+    let _ = writeln!(
+        s,
+        "ACT share: {:.1}% of all engine busy time, {:.1}% of the estimate",
+        p.act_share_of_busy * 100.0,
+        p.act_share_of_total * 100.0
+    );
+    let t = &p.table_loads;
+    let _ = writeln!(
+        s,
+        "table loads: {} ({:.3} us; {:.3} us hidden behind other work, {:.3} us exposed){}",
+        t.count,
+        t.time_ns / 1000.0,
+        t.hidden_ns / 1000.0,
+        t.exposed_ns / 1000.0,
+        if t.sets.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; sets {}",
+                t.sets
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    let _ = writeln!(s, "\ncostliest instructions:");
+    let _ = writeln!(
+        s,
+        "  {:<32} {:<18} {:<5} {:>10} {:>10} {:>12}",
+        "name", "opcode", "eng", "ns", "cycles", "elements"
+    );
+    for c in &p.costliest {
+        let _ = writeln!(
+            s,
+            "  {:<32} {:<18} {:<5} {:>10.1} {:>10} {:>12}",
+            c.name,
+            c.opcode,
+            c.engine.name(),
+            c.cost_ns,
+            c.cycles
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "-".into()),
+            c.elements
+        );
+    }
+    s
+}

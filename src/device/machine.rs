@@ -1,0 +1,395 @@
+//! Machine models for the cycle-approximate timing: every clock, lane count, start cost and
+//! bandwidth the cost model and the scheduler use, read from a TOML file
+//! (`models/machines/*.toml`) so that no hardware number lives in code. The three Trainium
+//! generations are compiled in; any other file can be loaded by path.
+
+use crate::hlo::ElementType;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+/// The bundled machine files, by name; the first is the default.
+const BUILTIN: &[(&str, &str)] = &[
+    ("trn1", include_str!("../../models/machines/trn1.toml")),
+    ("trn2", include_str!("../../models/machines/trn2.toml")),
+    ("trn3", include_str!("../../models/machines/trn3.toml")),
+];
+
+/// Name of the machine used when none is given.
+pub const DEFAULT_MACHINE: &str = "trn1";
+
+/// A streaming engine (ACT, DVE, POOL): one lane per partition, instructions that stream N
+/// elements per partition at `elements_per_cycle` per lane.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamEngine {
+    /// Clock in GHz (cycles per ns).
+    pub clock_ghz: f64,
+    /// Lanes, one per partition: elements are spread over them.
+    pub lanes: u64,
+    /// Minimum initiation interval: no instruction streams for fewer cycles.
+    pub min_ii_cycles: u64,
+    /// Fixed start cost for data of 16 bits or narrower.
+    pub start_cycles_16bit: u64,
+    /// Fixed start cost for data of 32 bits or wider.
+    pub start_cycles_32bit: u64,
+    /// Extra cycles when an instruction depends on the previous instruction of this engine.
+    pub dependent_penalty_cycles: u64,
+    /// How early an independent instruction may issue before the previous one ends.
+    pub issue_overlap_cycles: u64,
+    /// Elements per cycle per lane: keys are element type names (`bf16`), `f8` for every
+    /// 8-bit float format, and `default` (required) for the rest.
+    pub elements_per_cycle: BTreeMap<String, u64>,
+}
+
+impl StreamEngine {
+    /// Elements per cycle per lane for data of type `ty`.
+    pub fn elements_per_cycle(&self, ty: ElementType) -> u64 {
+        let by_name = self.elements_per_cycle.get(ty.name());
+        let by_group = if ty.is_narrow_float() && ty.bit_width() == 8 {
+            self.elements_per_cycle.get("f8")
+        } else {
+            None
+        };
+        by_name
+            .or(by_group)
+            .or_else(|| self.elements_per_cycle.get("default"))
+            .copied()
+            .unwrap_or(1)
+    }
+
+    /// The start cost for data of type `ty`: the 16-bit figure up to 16 bits, the 32-bit one
+    /// above.
+    pub fn start_cycles(&self, ty: ElementType) -> u64 {
+        if ty.bit_width() <= 16 {
+            self.start_cycles_16bit
+        } else {
+            self.start_cycles_32bit
+        }
+    }
+
+    fn validate(&self, section: &str) -> Result<(), MachineError> {
+        positive_f64(section, "clock_ghz", self.clock_ghz)?;
+        positive_u64(section, "lanes", self.lanes)?;
+        positive_u64(section, "min_ii_cycles", self.min_ii_cycles)?;
+        if !self.elements_per_cycle.contains_key("default") {
+            return Err(MachineError::Invalid(format!(
+                "{section}.elements_per_cycle: missing required key 'default'"
+            )));
+        }
+        for (k, &v) in &self.elements_per_cycle {
+            if k != "default" && k != "f8" && ElementType::from_name(k).is_none() {
+                return Err(MachineError::Invalid(format!(
+                    "{section}.elements_per_cycle.{k}: not an element type name, 'f8' or 'default'"
+                )));
+            }
+            positive_u64(&format!("{section}.elements_per_cycle"), k, v)?;
+        }
+        Ok(())
+    }
+}
+
+/// Activation table loads.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableLoadModel {
+    /// Time one `ACT_TABLE_LOAD` takes, in nanoseconds.
+    pub time_ns: f64,
+}
+
+/// The tensor engine: a systolic array fed by stationary tiles.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeEngine {
+    /// Clock in GHz.
+    pub clock_ghz: f64,
+    /// Array rows: the contraction extent one stationary tile covers.
+    pub rows: u64,
+    /// Array columns: the stationary free extent one tile covers.
+    pub cols: u64,
+    /// A stationary tile costs at least this many cycles of moving data.
+    pub min_moving_cycles: u64,
+    /// Slow-down factor when an operand is fp32 (or wider).
+    pub fp32_factor: u64,
+    /// Fixed cost per matmul instruction.
+    pub start_cycles: u64,
+}
+
+/// The DMA queue: fixed latency plus bytes over bandwidth.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DmaEngine {
+    /// GB/s = bytes per nanosecond.
+    pub bandwidth_gb_per_s: f64,
+    /// Fixed cost per transfer, ns.
+    pub fixed_latency_ns: f64,
+}
+
+/// A complete machine model.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Machine {
+    /// Short name (`trn1`).
+    pub name: String,
+    /// Human description (generation, NeuronCore version).
+    pub description: String,
+    /// SBUF partitions; elements are spread over them.
+    pub partitions: u64,
+    /// SBUF capacity per partition (reported; not yet a constraint).
+    pub sbuf_bytes_per_partition: u64,
+    /// Largest free-dimension extent (elements per partition) of one instruction.
+    pub free_tile_elements: u64,
+    /// Activation engine.
+    pub act: StreamEngine,
+    /// Activation table loads.
+    pub act_table_load: TableLoadModel,
+    /// Vector engine.
+    pub dve: StreamEngine,
+    /// GpSimd engine.
+    pub pool: StreamEngine,
+    /// Tensor engine.
+    pub pe: PeEngine,
+    /// DMA.
+    pub dma: DmaEngine,
+}
+
+/// Why a machine model could not be loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MachineError {
+    /// No bundled machine has this name.
+    UnknownName(String),
+    /// The file could not be read.
+    Io {
+        /// The path given.
+        path: String,
+        /// The OS error.
+        message: String,
+    },
+    /// The TOML does not parse or does not match the schema (message carries line/column).
+    Parse {
+        /// File path or bundled name.
+        source: String,
+        /// toml's message, with line, column and key.
+        message: String,
+    },
+    /// A value is out of range; the message names the field.
+    Invalid(String),
+}
+
+impl fmt::Display for MachineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MachineError::UnknownName(n) => write!(
+                f,
+                "unknown machine '{n}' (built in: {}; or give a path to a .toml file)",
+                BUILTIN
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            MachineError::Io { path, message } => write!(f, "cannot read {path}: {message}"),
+            MachineError::Parse { source, message } => {
+                write!(f, "{source}: invalid machine model: {}", message.trim_end())
+            }
+            MachineError::Invalid(m) => write!(f, "invalid machine model: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for MachineError {}
+
+fn positive_f64(section: &str, field: &str, v: f64) -> Result<(), MachineError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(MachineError::Invalid(format!(
+            "{section}.{field} = {v}: must be a positive finite number"
+        )))
+    }
+}
+
+fn positive_u64(section: &str, field: &str, v: u64) -> Result<(), MachineError> {
+    if v > 0 {
+        Ok(())
+    } else {
+        Err(MachineError::Invalid(format!(
+            "{section}.{field} = 0: must be positive"
+        )))
+    }
+}
+
+impl Machine {
+    /// Names of the bundled machines.
+    pub fn builtin_names() -> Vec<&'static str> {
+        BUILTIN.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// A bundled machine by name (`trn1`, `trn2`, `trn3`).
+    pub fn builtin(name: &str) -> Result<Machine, MachineError> {
+        let (_, text) = BUILTIN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| MachineError::UnknownName(name.to_string()))?;
+        Machine::from_toml(text, &format!("models/machines/{name}.toml"))
+    }
+
+    /// The default machine (trn1).
+    pub fn default_machine() -> Machine {
+        Machine::builtin(DEFAULT_MACHINE).expect("bundled machine files are valid")
+    }
+
+    /// Loads a machine file from disk.
+    pub fn load(path: &Path) -> Result<Machine, MachineError> {
+        let text = std::fs::read_to_string(path).map_err(|e| MachineError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Machine::from_toml(&text, &path.display().to_string())
+    }
+
+    /// A bundled name, or else a path to a file.
+    pub fn resolve(name_or_path: &str) -> Result<Machine, MachineError> {
+        if BUILTIN.iter().any(|(n, _)| *n == name_or_path) {
+            return Machine::builtin(name_or_path);
+        }
+        let p = Path::new(name_or_path);
+        if p.exists() {
+            Machine::load(p)
+        } else {
+            Err(MachineError::UnknownName(name_or_path.to_string()))
+        }
+    }
+
+    /// Parses and checks machine TOML; `source` names the text in error messages.
+    pub fn from_toml(text: &str, source: &str) -> Result<Machine, MachineError> {
+        let m: Machine = toml::from_str(text).map_err(|e| MachineError::Parse {
+            source: source.to_string(),
+            message: e.to_string(),
+        })?;
+        m.validate()
+            .map_err(|e| MachineError::Invalid(format!("{source}: {e}")))?;
+        Ok(m)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let check = || -> Result<(), MachineError> {
+            positive_u64("", "partitions", self.partitions)?;
+            positive_u64("", "free_tile_elements", self.free_tile_elements)?;
+            self.act.validate("act")?;
+            self.dve.validate("dve")?;
+            self.pool.validate("pool")?;
+            if !(self.act_table_load.time_ns.is_finite() && self.act_table_load.time_ns >= 0.0) {
+                return Err(MachineError::Invalid(format!(
+                    "act_table_load.time_ns = {}: must be a finite non-negative number",
+                    self.act_table_load.time_ns
+                )));
+            }
+            positive_f64("pe", "clock_ghz", self.pe.clock_ghz)?;
+            positive_u64("pe", "rows", self.pe.rows)?;
+            positive_u64("pe", "cols", self.pe.cols)?;
+            positive_u64("pe", "fp32_factor", self.pe.fp32_factor)?;
+            positive_f64("dma", "bandwidth_gb_per_s", self.dma.bandwidth_gb_per_s)?;
+            if !(self.dma.fixed_latency_ns.is_finite() && self.dma.fixed_latency_ns >= 0.0) {
+                return Err(MachineError::Invalid(format!(
+                    "dma.fixed_latency_ns = {}: must be a finite non-negative number",
+                    self.dma.fixed_latency_ns
+                )));
+            }
+            Ok(())
+        };
+        check().map_err(|e| match e {
+            MachineError::Invalid(m) => m.trim_start_matches('.').to_string(),
+            other => other.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_load_with_engine_md_values() {
+        // Values from ENGINE.md §4's table.
+        let t1 = Machine::builtin("trn1").unwrap();
+        assert_eq!(
+            (t1.act.clock_ghz, t1.dve.clock_ghz, t1.pe.clock_ghz),
+            (1.4, 1.12, 2.8)
+        );
+        assert_eq!(t1.sbuf_bytes_per_partition, 192 * 1024);
+        let t2 = Machine::builtin("trn2").unwrap();
+        assert_eq!(
+            (t2.act.clock_ghz, t2.dve.clock_ghz, t2.pe.clock_ghz),
+            (1.2, 0.96, 2.4)
+        );
+        assert_eq!(t2.sbuf_bytes_per_partition, 224 * 1024);
+        let t3 = Machine::builtin("trn3").unwrap();
+        assert_eq!(
+            (t3.act.clock_ghz, t3.dve.clock_ghz, t3.pe.clock_ghz),
+            (1.2, 1.2, 2.4)
+        );
+        assert_eq!(t3.sbuf_bytes_per_partition, 256 * 1024);
+        for t in [&t1, &t2, &t3] {
+            assert_eq!(t.act.lanes, 128);
+            assert_eq!(t.act.min_ii_cycles, 64);
+            assert_eq!(
+                (t.act.start_cycles_16bit, t.act.start_cycles_32bit),
+                (222, 172)
+            );
+            assert_eq!(t.free_tile_elements, 65536);
+            assert_eq!(t.act_table_load.time_ns, 1283.0);
+            assert_eq!(t.pe.fp32_factor, 4);
+        }
+        // trn3: 2 per cycle for bf16/f16/fp8, 1 otherwise; earlier generations 1.
+        use ElementType::*;
+        for ty in [BF16, F16, F8E4M3FN, F8E5M2] {
+            assert_eq!(t3.act.elements_per_cycle(ty), 2, "{ty}");
+            assert_eq!(t1.act.elements_per_cycle(ty), 1, "{ty}");
+        }
+        assert_eq!(t3.act.elements_per_cycle(F32), 1);
+        assert_eq!(t3.act.elements_per_cycle(S32), 1);
+        assert_eq!(Machine::default_machine().name, "trn1");
+    }
+
+    #[test]
+    fn unknown_name_is_an_error() {
+        let e = Machine::builtin("trn9").unwrap_err();
+        assert!(e.to_string().contains("trn9") && e.to_string().contains("trn1"));
+        assert!(Machine::resolve("/no/such/machine.toml").is_err());
+    }
+
+    #[test]
+    fn malformed_file_names_line_and_field() {
+        let good = BUILTIN[0].1;
+        // A string where a number belongs: toml's message carries the line and the key.
+        let bad = good.replace("clock_ghz = 1.4", "clock_ghz = \"fast\"");
+        let e = Machine::from_toml(&bad, "bad.toml")
+            .unwrap_err()
+            .to_string();
+        let line = good.lines().position(|l| l == "clock_ghz = 1.4").unwrap() + 1;
+        assert!(e.contains("bad.toml"), "{e}");
+        assert!(e.contains(&format!("line {line}")), "{e}");
+        assert!(e.contains("clock_ghz"), "{e}");
+        // A missing field is named.
+        let bad = good.replace("min_ii_cycles = 64\n", "");
+        let e = Machine::from_toml(&bad, "m.toml").unwrap_err().to_string();
+        assert!(e.contains("min_ii_cycles"), "{e}");
+        // An unknown field is rejected (typos do not silently fall back).
+        let bad = good.replace("lanes = 128", "lanes = 128\nlanez = 128");
+        let e = Machine::from_toml(&bad, "m.toml").unwrap_err().to_string();
+        assert!(e.contains("lanez"), "{e}");
+        // Out-of-range values are named by their field path.
+        let bad = good.replace("clock_ghz = 1.4", "clock_ghz = 0.0");
+        let e = Machine::from_toml(&bad, "m.toml").unwrap_err().to_string();
+        assert!(e.contains("act.clock_ghz"), "{e}");
+        let bad = good.replace(
+            "[act.elements_per_cycle]\ndefault = 1",
+            "[act.elements_per_cycle]\ndefault = 1\nbf17 = 2",
+        );
+        let e = Machine::from_toml(&bad, "m.toml").unwrap_err().to_string();
+        assert!(e.contains("act.elements_per_cycle.bf17"), "{e}");
+        assert!(Machine::from_toml("not toml [", "x").is_err());
+    }
+}
