@@ -3,5 +3,5 @@
 pub mod device;
 pub mod eval;
 pub mod hlo;
-pub mod neuron;
 pub mod math;
+pub mod neuron;

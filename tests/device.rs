@@ -5,7 +5,9 @@
 use half::bf16;
 use hlosim::device::{execute_on_device, DeviceConfig, FindingKind, Level};
 use hlosim::eval::{Evaluator, Value};
-use hlosim::hlo::{parse_module, verify_module, ArrayData, ArrayLiteral, ArrayShape, ElementType, Module};
+use hlosim::hlo::{
+    parse_module, verify_module, ArrayData, ArrayLiteral, ArrayShape, ElementType, Module,
+};
 
 fn module(text: &str) -> Module {
     let m = parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -14,11 +16,18 @@ fn module(text: &str) -> Module {
 }
 
 fn arr(ty: ElementType, dims: Vec<i64>, data: ArrayData) -> Value {
-    Value::array(ArrayLiteral { shape: ArrayShape::new(ty, dims), data })
+    Value::array(ArrayLiteral {
+        shape: ArrayShape::new(ty, dims),
+        data,
+    })
 }
 
 fn bf16s(v: &[f32]) -> Value {
-    arr(ElementType::BF16, vec![v.len() as i64], ArrayData::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()))
+    arr(
+        ElementType::BF16,
+        vec![v.len() as i64],
+        ArrayData::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
+    )
 }
 
 fn leaves_bf16(v: &Value) -> Vec<Vec<f32>> {
@@ -52,14 +61,35 @@ fn chain(targets: &[&str]) -> String {
 
 #[test]
 fn gelu_then_its_derivative_loads_one_set_gelu_silu_gelu_loads_three() {
-    let m = module(&chain(&["AwsNeuronGelu_bf16", "AwsNeuronGeluBackward_bf16"]));
-    let run = execute_on_device(&m, vec![bf16s(&[0.5, 1.0, -1.0, 2.0])], DeviceConfig::default()).unwrap();
+    let m = module(&chain(&[
+        "AwsNeuronGelu_bf16",
+        "AwsNeuronGeluBackward_bf16",
+    ]));
+    let run = execute_on_device(
+        &m,
+        vec![bf16s(&[0.5, 1.0, -1.0, 2.0])],
+        DeviceConfig::default(),
+    )
+    .unwrap();
     let sets: Vec<usize> = run.loads.iter().map(|l| l.set).collect();
-    assert_eq!(sets, vec![10], "gelu_and_others (roster index 10) holds both");
+    assert_eq!(
+        sets,
+        vec![10],
+        "gelu_and_others (roster index 10) holds both"
+    );
     assert!(run.findings.is_empty(), "{:?}", run.findings);
 
-    let m = module(&chain(&["AwsNeuronGelu_bf16", "AwsNeuronSilu_bf16", "AwsNeuronGelu_bf16"]));
-    let run = execute_on_device(&m, vec![bf16s(&[0.5, 1.0, -1.0, 2.0])], DeviceConfig::default()).unwrap();
+    let m = module(&chain(&[
+        "AwsNeuronGelu_bf16",
+        "AwsNeuronSilu_bf16",
+        "AwsNeuronGelu_bf16",
+    ]));
+    let run = execute_on_device(
+        &m,
+        vec![bf16s(&[0.5, 1.0, -1.0, 2.0])],
+        DeviceConfig::default(),
+    )
+    .unwrap();
     let sets: Vec<usize> = run.loads.iter().map(|l| l.set).collect();
     assert_eq!(sets, vec![10, 18, 10]);
     assert_eq!(run.loads[1].before, "a1");
@@ -73,24 +103,42 @@ fn bf16_gelu_kernel_matches_exact_gelu_within_one_ulp() {
     let got = &leaves_bf16(&run.result)[0];
     for (i, &x) in xs.iter().enumerate() {
         let want = gelu(bf16::from_f32(x).to_f64()) as f32;
-        assert!(bf16_ulps(got[i], want) <= 1, "gelu({x}) = {} on the device, exact {want}", got[i]);
+        assert!(
+            bf16_ulps(got[i], want) <= 1,
+            "gelu({x}) = {} on the device, exact {want}",
+            got[i]
+        );
     }
 }
 
 #[test]
 fn short_element_count_poisons_the_tail_and_bad_counts_are_errors() {
-    let text = |n: i32| format!("HloModule g\nENTRY e {{\n  x = bf16[4] parameter(0)\n  n = s32[] constant({n})\n  ROOT g = bf16[4] custom-call(x, n), custom_call_target=\"AwsNeuronSilu_bf16\", api_version=API_VERSION_ORIGINAL\n}}\n");
-    let run = execute_on_device(&module(&text(2)), vec![bf16s(&[1.0, 2.0, 3.0, 4.0])], DeviceConfig::default()).unwrap();
+    let text = |n: i32| {
+        format!("HloModule g\nENTRY e {{\n  x = bf16[4] parameter(0)\n  n = s32[] constant({n})\n  ROOT g = bf16[4] custom-call(x, n), custom_call_target=\"AwsNeuronSilu_bf16\", api_version=API_VERSION_ORIGINAL\n}}\n")
+    };
+    let run = execute_on_device(
+        &module(&text(2)),
+        vec![bf16s(&[1.0, 2.0, 3.0, 4.0])],
+        DeviceConfig::default(),
+    )
+    .unwrap();
     let out = &leaves_bf16(&run.result)[0];
     assert!(!out[0].is_nan() && !out[1].is_nan());
     assert!(out[2].is_nan() && out[3].is_nan());
     assert_eq!(run.findings.len(), 1);
-    assert_eq!(run.findings[0].kind, FindingKind::NanPoisonedTail { n: 2, len: 4 });
+    assert_eq!(
+        run.findings[0].kind,
+        FindingKind::NanPoisonedTail { n: 2, len: 4 }
+    );
     assert_eq!(run.findings[0].level, Level::Error);
     for bad in [-1, 5] {
-        let e = execute_on_device(&module(&text(bad)), vec![bf16s(&[1.0, 2.0, 3.0, 4.0])], DeviceConfig::default())
-            .err()
-            .unwrap_or_else(|| panic!("n = {bad} must be rejected"));
+        let e = execute_on_device(
+            &module(&text(bad)),
+            vec![bf16s(&[1.0, 2.0, 3.0, 4.0])],
+            DeviceConfig::default(),
+        )
+        .err()
+        .unwrap_or_else(|| panic!("n = {bad} must be rejected"));
         assert!(e.to_string().contains(&format!("n = {bad}")), "{e}");
     }
 }
@@ -98,25 +146,46 @@ fn short_element_count_poisons_the_tail_and_bad_counts_are_errors() {
 #[test]
 fn mismatched_suffix_and_missing_kernels_are_error_findings() {
     let mismatch = "HloModule g\nENTRY e {\n  x = bf16[2] parameter(0)\n  n = s32[] constant(2)\n  ROOT g = bf16[2] custom-call(x, n), custom_call_target=\"AwsNeuronGelu_f32\", api_version=API_VERSION_ORIGINAL\n}\n";
-    let run = execute_on_device(&module(mismatch), vec![bf16s(&[1.0, 2.0])], DeviceConfig::default()).unwrap();
-    assert!(matches!(&run.findings[0].kind, FindingKind::DtypeMismatch { suffix, .. } if suffix == "f32"));
+    let run = execute_on_device(
+        &module(mismatch),
+        vec![bf16s(&[1.0, 2.0])],
+        DeviceConfig::default(),
+    )
+    .unwrap();
+    assert!(
+        matches!(&run.findings[0].kind, FindingKind::DtypeMismatch { suffix, .. } if suffix == "f32")
+    );
 
     // f64 has no kernel: legalize-intrinsics leaves the bare name with (x, n).
     let bare = "HloModule g\nENTRY e {\n  x = f64[2] parameter(0)\n  n = s32[] constant(2)\n  ROOT g = f64[2] custom-call(x, n), custom_call_target=\"AwsNeuronGelu\", api_version=API_VERSION_ORIGINAL\n}\n";
     let x = arr(ElementType::F64, vec![2], ArrayData::F64(vec![1.0, -2.0]));
     let run = execute_on_device(&module(bare), vec![x], DeviceConfig::default()).unwrap();
-    assert!(matches!(&run.findings[0].kind, FindingKind::MissingDtypeKernel { .. }));
+    assert!(matches!(
+        &run.findings[0].kind,
+        FindingKind::MissingDtypeKernel { .. }
+    ));
     assert_eq!(run.findings[0].level, Level::Error);
     match &run.result.leaves()[0].data {
         ArrayData::F64(v) => {
-            assert!((v[0] - gelu(1.0)).abs() <= 1e-15 && (v[1] - gelu(-2.0)).abs() <= 1e-15, "{v:?}")
+            assert!(
+                (v[0] - gelu(1.0)).abs() <= 1e-15 && (v[1] - gelu(-2.0)).abs() <= 1e-15,
+                "{v:?}"
+            )
         }
         other => panic!("{other:?}"),
     }
 
     let unlowered = "HloModule g\nENTRY e {\n  x = bf16[2] parameter(0)\n  ROOT g = bf16[2] custom-call(x), custom_call_target=\"AwsNeuronGelu\"\n}\n";
-    let run = execute_on_device(&module(unlowered), vec![bf16s(&[1.0, 2.0])], DeviceConfig::default()).unwrap();
-    assert!(matches!(&run.findings[0].kind, FindingKind::UnloweredIntrinsic { .. }));
+    let run = execute_on_device(
+        &module(unlowered),
+        vec![bf16s(&[1.0, 2.0])],
+        DeviceConfig::default(),
+    )
+    .unwrap();
+    assert!(matches!(
+        &run.findings[0].kind,
+        FindingKind::UnloweredIntrinsic { .. }
+    ));
 }
 
 #[test]
@@ -132,10 +201,19 @@ fn compare_unit_runs_the_stored_type_on_operand_bits() {
         ]
     };
     let reference = Evaluator::new(&m).run(args()).unwrap();
-    assert_eq!(reference.leaves()[0].data, ArrayData::Pred(vec![false, true]));
+    assert_eq!(
+        reference.leaves()[0].data,
+        ArrayData::Pred(vec![false, true])
+    );
     let run = execute_on_device(&m, args(), DeviceConfig::default()).unwrap();
-    assert_eq!(run.result.leaves()[0].data, ArrayData::Pred(vec![true, true]));
-    assert!(matches!(&run.findings[0].kind, FindingKind::SignednessMismatch { .. }));
+    assert_eq!(
+        run.result.leaves()[0].data,
+        ArrayData::Pred(vec![true, true])
+    );
+    assert!(matches!(
+        &run.findings[0].kind,
+        FindingKind::SignednessMismatch { .. }
+    ));
     assert_eq!(run.findings[0].level, Level::Warning);
 }
 
@@ -145,16 +223,30 @@ fn totalorder_compare_is_reported_and_runs_as_ieee_float() {
     let m = module(text);
     let args = || {
         vec![
-            arr(ElementType::F32, vec![3], ArrayData::F32(vec![f32::NAN, -0.0, 1.0])),
-            arr(ElementType::F32, vec![3], ArrayData::F32(vec![f32::NAN, 0.0, 1.0])),
+            arr(
+                ElementType::F32,
+                vec![3],
+                ArrayData::F32(vec![f32::NAN, -0.0, 1.0]),
+            ),
+            arr(
+                ElementType::F32,
+                vec![3],
+                ArrayData::F32(vec![f32::NAN, 0.0, 1.0]),
+            ),
         ]
     };
     // TOTALORDER (checked on XLA:CPU, DESIGN.md §4): EQ(NaN, NaN) true, EQ(-0, +0) false.
     let reference = Evaluator::new(&m).run(args()).unwrap();
-    assert_eq!(reference.leaves()[0].data, ArrayData::Pred(vec![true, false, true]));
+    assert_eq!(
+        reference.leaves()[0].data,
+        ArrayData::Pred(vec![true, false, true])
+    );
     // IEEE: NaN is unordered, -0 == +0.
     let run = execute_on_device(&m, args(), DeviceConfig::default()).unwrap();
-    assert_eq!(run.result.leaves()[0].data, ArrayData::Pred(vec![false, true, true]));
+    assert_eq!(
+        run.result.leaves()[0].data,
+        ArrayData::Pred(vec![false, true, true])
+    );
     assert_eq!(run.findings[0].kind, FindingKind::TotalOrderCompare);
 }
 
@@ -165,9 +257,19 @@ fn a_set_beyond_the_kernel_limit_is_reported() {
     // (18), erf (2) — the third distinct set is reported at the erf kernel.
     let mut config = DeviceConfig::default();
     config.roster.max_sets_per_kernel = 2;
-    let m = module(&chain(&["AwsNeuronGelu_bf16", "AwsNeuronSilu_bf16", "AwsNeuronErf_bf16"]));
+    let m = module(&chain(&[
+        "AwsNeuronGelu_bf16",
+        "AwsNeuronSilu_bf16",
+        "AwsNeuronErf_bf16",
+    ]));
     let run = execute_on_device(&m, vec![bf16s(&[0.5, 1.0, -1.0, 2.0])], config).unwrap();
     assert_eq!(run.findings.len(), 1, "{:?}", run.findings);
-    assert_eq!(run.findings[0].kind, FindingKind::TooManyFunctionSets { distinct: 3, limit: 2 });
+    assert_eq!(
+        run.findings[0].kind,
+        FindingKind::TooManyFunctionSets {
+            distinct: 3,
+            limit: 2
+        }
+    );
     assert_eq!(run.findings[0].instruction, "a2");
 }

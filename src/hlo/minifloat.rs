@@ -119,16 +119,30 @@ pub fn encode(ty: ElementType, v: f64) -> u8 {
             None => 0,
         };
     }
-    let finite: Vec<(u32, f64)> = (0..count).map(|b| (b, decode(ty, b as u8))).filter(|(_, d)| d.is_finite()).collect();
+    let finite: Vec<(u32, f64)> = (0..count)
+        .map(|b| (b, decode(ty, b as u8)))
+        .filter(|(_, d)| d.is_finite())
+        .collect();
     let max_finite = finite.iter().map(|&(_, d)| d).fold(0f64, f64::max);
     // Spacing of the top binade: the distance from the largest finite to the next smaller.
-    let below_max = finite.iter().map(|&(_, d)| d).filter(|&d| d < max_finite).fold(0f64, f64::max);
+    let below_max = finite
+        .iter()
+        .map(|&(_, d)| d)
+        .filter(|&d| d < max_finite)
+        .fold(0f64, f64::max);
     let overflow = v.is_infinite() || v.abs() >= max_finite + (max_finite - below_max) / 2.0;
     if overflow {
         let neg = v < 0.0;
         return match f.special {
             Special::Ieee => (0..count)
-                .find(|&b| decode(ty, b as u8) == if neg { f64::NEG_INFINITY } else { f64::INFINITY })
+                .find(|&b| {
+                    decode(ty, b as u8)
+                        == if neg {
+                            f64::NEG_INFINITY
+                        } else {
+                            f64::INFINITY
+                        }
+                })
                 .unwrap_or(0) as u8,
             Special::Finite => finite
                 .iter()
@@ -145,8 +159,13 @@ pub fn encode(ty: ElementType, v: f64) -> u8 {
     if v == 0.0 {
         // Keep the sign of zero where the format has a negative zero.
         let zeros: Vec<&(u32, f64)> = finite.iter().filter(|(_, d)| *d == 0.0).collect();
-        let same_sign = zeros.iter().find(|(_, d)| d.is_sign_negative() == v.is_sign_negative());
-        return same_sign.or(zeros.first()).map(|(b, _)| *b as u8).unwrap_or(0);
+        let same_sign = zeros
+            .iter()
+            .find(|(_, d)| d.is_sign_negative() == v.is_sign_negative());
+        return same_sign
+            .or(zeros.first())
+            .map(|(b, _)| *b as u8)
+            .unwrap_or(0);
     }
     let mut best: Option<(u32, f64)> = None;
     for &(b, d) in &finite {
