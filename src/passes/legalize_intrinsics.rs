@@ -182,8 +182,12 @@ impl Pass for LegalizeIntrinsics {
                     }));
                     prov.derive(&comp_name, &constant.name, &comp_name, &old_name);
                     operands.push(comp.add(constant));
-                    let mut cc =
-                        Instruction::new(uniq.fresh("custom-call"), Opcode::CustomCall, shape, operands);
+                    let mut cc = Instruction::new(
+                        uniq.fresh("custom-call"),
+                        Opcode::CustomCall,
+                        shape,
+                        operands,
+                    );
                     cc.attrs.custom_call_target = Some(target);
                     cc.attrs.api_version = Some(ApiVersion::Original);
                     prov.derive(&comp_name, &cc.name, &comp_name, &old_name);

@@ -116,7 +116,10 @@ impl Provenance {
         let mut out = BTreeMap::new();
         for c in &module.computations {
             for i in &c.instructions {
-                out.insert(InstrRef::new(&c.name, &i.name), self.origin(&c.name, &i.name));
+                out.insert(
+                    InstrRef::new(&c.name, &i.name),
+                    self.origin(&c.name, &i.name),
+                );
             }
         }
         out

@@ -51,7 +51,8 @@ pub static REGISTRY: &[PassInfo] = &[
     PassInfo {
         name: "legalize-intrinsics",
         order: 5,
-        description: "lower AwsNeuron activations to dtype-suffixed kernels, drop TransferWithStaticRing",
+        description:
+            "lower AwsNeuron activations to dtype-suffixed kernels, drop TransferWithStaticRing",
         make: Some(|| Box::new(LegalizeIntrinsics::default())),
     },
     PassInfo {

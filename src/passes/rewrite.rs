@@ -226,7 +226,10 @@ pub(crate) fn apply_replacements(
 }
 
 /// The post order of a computation, or an error naming the pass when it has a cycle.
-pub(crate) fn post_order(comp: &Computation, pass: &'static str) -> Result<Vec<InstrId>, PassError> {
+pub(crate) fn post_order(
+    comp: &Computation,
+    pass: &'static str,
+) -> Result<Vec<InstrId>, PassError> {
     comp.post_order().ok_or_else(|| PassError::Malformed {
         pass,
         computation: comp.name.clone(),

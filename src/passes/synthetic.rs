@@ -75,7 +75,11 @@ pub fn stress_module_text(iterations: usize) -> String {
                 "  %cmp.{i} = {} compare({ssh} %{}, {ssh} %q{k}), direction={dir}, type=UNSIGNED",
                 PRED[k], scur[k]
             );
-            let _ = writeln!(s, "  %sadd.{i} = {ssh} add({ssh} %{}, {ssh} %q{k})", scur[k]);
+            let _ = writeln!(
+                s,
+                "  %sadd.{i} = {ssh} add({ssh} %{}, {ssh} %q{k})",
+                scur[k]
+            );
             scur[k] = format!("sadd.{i}");
         } else {
             let _ = writeln!(
