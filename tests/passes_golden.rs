@@ -426,3 +426,93 @@ fn dumps_one_numbered_file_per_pass() {
     assert_eq!(parse_module(&last).unwrap(), m);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `hlosim opt` command-line behaviour.
+mod cli {
+    use super::*;
+    use std::process::Command;
+
+    fn hlosim(args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_hlosim"))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn input(case: &str) -> String {
+        case_dir(case).join("input.hlo").display().to_string()
+    }
+
+    #[test]
+    fn list_needs_no_module() {
+        let o = hlosim(&["opt", "--list"]);
+        assert!(o.status.success());
+        let s = String::from_utf8(o.stdout).unwrap();
+        for (order, name) in [
+            (1, "tuple-simplifier"),
+            (2, "call-inliner"),
+            (3, "dce"),
+            (4, "stub"),
+            (5, "legalize-intrinsics"),
+            (13, "legalize-compare"),
+        ] {
+            assert!(
+                s.lines().any(|l| l
+                    .split_whitespace()
+                    .take(2)
+                    .eq([order.to_string().as_str(), name])),
+                "{name} missing from:\n{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_pass_exits_2_and_lists_known_passes() {
+        let o = hlosim(&["opt", &input("act_erf"), "--passes", "dce,no-such-pass"]);
+        assert_eq!(o.status.code(), Some(2));
+        let e = String::from_utf8(o.stderr).unwrap();
+        assert!(
+            e.contains("no-such-pass") && e.contains("legalize-intrinsics"),
+            "{e}"
+        );
+        let o = hlosim(&[
+            "opt",
+            &input("act_erf"),
+            "--pipeline",
+            "neuron",
+            "--skip",
+            "nope",
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+    }
+
+    #[test]
+    fn refuses_to_overwrite_the_input() {
+        let dir = std::env::temp_dir().join(format!("hlosim-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.hlo");
+        std::fs::copy(input("act_gelu"), &path).unwrap();
+        let before = std::fs::read_to_string(&path).unwrap();
+        let p = path.display().to_string();
+        let o = hlosim(&["opt", &p, "--pipeline", "neuron", "-o", &p]);
+        assert_eq!(o.status.code(), Some(2));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+        // A different output path works and holds the golden result.
+        let out = dir.join("out.hlo").display().to_string();
+        let o = hlosim(&["opt", &p, "--passes", "legalize-intrinsics", "-o", &out]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = parse_module(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let want = parse_module(&read("act_gelu", "expected.hlo")).unwrap();
+        assert!(canonical(&got) == canonical(&want));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn stub_is_not_runnable() {
+        let o = hlosim(&["opt", &input("act_erf"), "--passes", "stub"]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8(o.stderr)
+            .unwrap()
+            .contains("no known behaviour"));
+    }
+}

@@ -93,7 +93,13 @@ pub fn stress_module_text(iterations: usize) -> String {
             "  %sel.{i} = {sh} select({} %cmp.{i}, {sh} %act.{i}, {sh} %{x})",
             PRED[k]
         );
-        let _ = writeln!(s, "  %mul.{i} = {sh} multiply({sh} %act.{i}, {sh} %{x})");
+        // The chain value is always used, so nothing is dead even when the activation read
+        // the previous activation directly.
+        let _ = writeln!(
+            s,
+            "  %mul.{i} = {sh} multiply({sh} %act.{i}, {sh} %{})",
+            cur[k]
+        );
         let _ = writeln!(s, "  %add.{i} = {sh} add({sh} %sel.{i}, {sh} %mul.{i})");
         cur[k] = format!("add.{i}");
         last_act[k] = Some(format!("act.{i}"));
