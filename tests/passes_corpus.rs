@@ -180,10 +180,11 @@ fn corpus_through_the_neuron_pipeline() {
         let mut m = orig.clone();
         let out = run_neuron_pipeline(&mut m).unwrap_or_else(|e| panic!("{stem}: {e}"));
         verify_module(&m).unwrap_or_else(|e| panic!("{stem}: {e}"));
-        let counts = check_legalized(&stem, &orig, &m, &out.provenance);
+        let prov = out.provenance.resolve(&m);
+        let counts = check_legalized(&stem, &orig, &m, &prov);
         total_acts += counts.activations;
         // Every provenance target exists in the original module.
-        for (k, o) in &out.provenance {
+        for (k, o) in &prov {
             let oc = orig
                 .find_computation(&o.instr.computation)
                 .unwrap_or_else(|| panic!("{stem}: {k:?} → missing computation"));
@@ -230,7 +231,7 @@ fn stress_module_is_rewritten_correctly() {
     assert_eq!((n_act, n_cmp), (10_000, 10_000));
     let mut m = orig.clone();
     let out = run_neuron_pipeline(&mut m).unwrap();
-    let counts = check_legalized("stress", &orig, &m, &out.provenance);
+    let counts = check_legalized("stress", &orig, &m, &out.provenance.resolve(&m));
     assert_eq!(counts.activations, 10_000);
     assert_eq!(counts.compares_rewritten, 10_000);
     assert!(counts.activation_fed_by_activation > 1000, "{counts:?}");

@@ -169,7 +169,7 @@ fn every_case_directory_is_listed() {
 fn provenance_of_inlined_and_rewritten_instructions() {
     let mut m = parse_module(&read("nested_pipeline", "input.hlo")).unwrap();
     let out = hlosim::passes::run_neuron_pipeline(&mut m).unwrap();
-    let p = &out.provenance;
+    let p = &out.provenance.resolve(&m);
     let main = |n: &str| InstrRef::new("main", n);
     // The lowered Gelu and its constant come from %g of %callee, inlined through %call.
     for n in ["custom-call.0", "constant.0"] {
@@ -195,13 +195,14 @@ fn provenance_of_nested_inlining_lists_calls_outermost_first() {
         .unwrap()
         .run(&mut m)
         .unwrap();
-    let o = &out.provenance[&InstrRef::new("main", "in.neg.2")];
+    let p = out.provenance.resolve(&m);
+    let o = &p[&InstrRef::new("main", "in.neg.2")];
     assert_eq!(o.instr, InstrRef::new("inner", "in.neg"));
     assert_eq!(
         o.inlined_through,
         vec![InstrRef::new("main", "c2"), InstrRef::new("outer", "oc")]
     );
-    let o = &out.provenance[&InstrRef::new("main", "osum.0")];
+    let o = &p[&InstrRef::new("main", "osum.0")];
     assert_eq!(o.instr, InstrRef::new("outer", "osum"));
     assert_eq!(o.inlined_through, vec![InstrRef::new("main", "c1")]);
 }

@@ -30,7 +30,7 @@ impl Pass for CallInliner {
 
     fn run(&self, module: &mut Module, prov: &mut Provenance) -> Result<bool, PassError> {
         let side = SideEffects::compute(module);
-        let mut uniq = module.name_uniquer();
+        let mut uniq: Option<crate::hlo::NameUniquer> = None;
         let mut changed = false;
         for c in module.computation_post_order() {
             let calls: Vec<InstrId> = post_order(module.comp(c), NAME)?
@@ -92,7 +92,9 @@ impl Pass for CallInliner {
                         .map(mapped)
                         .collect::<Option<Vec<_>>>()
                         .ok_or_else(|| bad("callee control order is inconsistent".into()))?;
-                    clone.name = uniq.fresh(&ins.name);
+                    clone.name = uniq
+                        .get_or_insert_with(|| module.name_uniquer())
+                        .fresh(&ins.name);
                     map[id.index()] = Some(InstrId(base + clones.len() as u32));
                     clones.push((clone, ins.name.clone()));
                 }

@@ -5,9 +5,9 @@
 //! provenance log.
 
 use super::pass::{Pass, PassError};
-use super::provenance::{Provenance, ProvenanceMap};
+use super::provenance::Provenance;
 use super::registry;
-use crate::hlo::{print_module, verify_module, Module};
+use crate::hlo::{print_module, verify_module, CompId, Computation, Module};
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -26,6 +26,8 @@ pub struct PassRun {
     pub name: &'static str,
     /// `None` when the pass was skipped.
     pub changed: Option<bool>,
+    /// Wall time of the pass itself (renumbering, verification and dumping excluded).
+    pub time: std::time::Duration,
 }
 
 /// The result of a pipeline run besides the transformed module.
@@ -35,8 +37,41 @@ pub struct PipelineOutput {
     pub changed: bool,
     /// One entry per pass, in order.
     pub runs: Vec<PassRun>,
-    /// For every instruction of the output module, the original instruction it came from.
-    pub provenance: ProvenanceMap,
+    /// Where every instruction of the output module came from: `provenance.origin(comp,
+    /// name)` for one instruction, `provenance.resolve(&module)` for the complete map.
+    pub provenance: Provenance,
+}
+
+/// Puts the computations in the printer's order (callees before callers, the entry last)
+/// and every computation's instructions in post order, so that printing and re-parsing the
+/// module gives an equal module.
+pub fn renumber(module: &mut Module) {
+    let order = module.computation_post_order();
+    if order.iter().enumerate().any(|(i, c)| c.index() != i) {
+        let mut remap = vec![CompId(0); order.len()];
+        for (new, old) in order.iter().enumerate() {
+            remap[old.index()] = CompId(new as u32);
+        }
+        let mut old: Vec<Option<Computation>> = std::mem::take(&mut module.computations)
+            .into_iter()
+            .map(Some)
+            .collect();
+        module.computations = order.iter().filter_map(|c| old[c.index()].take()).collect();
+        for c in &mut module.computations {
+            for ins in &mut c.instructions {
+                ins.map_called_computations(|k| remap[k.index()]);
+            }
+        }
+        module.entry = remap[module.entry.index()];
+    }
+    for c in &mut module.computations {
+        let sorted = c
+            .post_order()
+            .is_some_and(|o| o.iter().enumerate().all(|(i, id)| id.index() == i));
+        if !sorted {
+            c.sort();
+        }
+    }
 }
 
 impl PassManager {
@@ -76,10 +111,7 @@ impl PassManager {
     /// Runs the passes on `module`. The input must verify; so must the module after each
     /// pass, or the error names the pass.
     pub fn run(&self, module: &mut Module) -> Result<PipelineOutput, PassError> {
-        verify_module(module).map_err(|error| PassError::VerifyAfter {
-            pass: "(input)".into(),
-            error,
-        })?;
+        verify_module(module).map_err(PassError::InvalidInput)?;
         if let Some(d) = &self.dump_dir {
             std::fs::create_dir_all(d).map_err(|error| PassError::Dump {
                 path: d.display().to_string(),
@@ -96,13 +128,14 @@ impl PassManager {
                     index,
                     name: pass.name(),
                     changed: None,
+                    time: std::time::Duration::ZERO,
                 });
                 continue;
             }
+            let start = std::time::Instant::now();
             let changed = pass.run(module, &mut prov)?;
-            for c in &mut module.computations {
-                c.sort();
-            }
+            let time = start.elapsed();
+            renumber(module);
             verify_module(module).map_err(|error| PassError::VerifyAfter {
                 pass: pass.name().to_string(),
                 error,
@@ -119,12 +152,13 @@ impl PassManager {
                 index,
                 name: pass.name(),
                 changed: Some(changed),
+                time,
             });
         }
         Ok(PipelineOutput {
             changed: any,
             runs,
-            provenance: prov.resolve(module),
+            provenance: prov,
         })
     }
 }

@@ -11,7 +11,8 @@ pub trait Pass {
     /// The hlo-opt name of the pass (`dce`, `legalize-intrinsics`, ...).
     fn name(&self) -> &'static str;
 
-    /// Transforms `module` in place and returns whether anything changed. Every instruction
+    /// Transforms `module` in place and returns whether anything changed. `module` must
+    /// verify (the pass manager checks the input and the result of every pass). Every instruction
     /// the pass creates must be recorded in `prov` (see [`Provenance::derive`]); untouched
     /// instructions need no record. On error the module may be partially transformed.
     fn run(&self, module: &mut Module, prov: &mut Provenance) -> Result<bool, PassError>;
@@ -32,6 +33,8 @@ pub enum PassError {
         instruction: String,
         message: String,
     },
+    /// The module given to the pipeline does not verify.
+    InvalidInput(VerifyError),
     /// The module failed verification after a pass: the pass broke it.
     VerifyAfter { pass: String, error: VerifyError },
     /// Writing a dump file failed.
@@ -59,6 +62,7 @@ impl fmt::Display for PassError {
                 f,
                 "{pass}: in computation '{computation}', instruction '{instruction}': {message}"
             ),
+            PassError::InvalidInput(e) => write!(f, "input module does not verify: {e}"),
             PassError::VerifyAfter { pass, error } => {
                 write!(f, "module does not verify after pass '{pass}': {error}")
             }

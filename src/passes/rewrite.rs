@@ -65,26 +65,34 @@ impl SideEffects {
     }
 }
 
-const INHERITED: [&str; 2] = ["frontend_attributes", "sharding"];
+const INHERITED: [&str; 3] = ["metadata", "frontend_attributes", "sharding"];
 
-/// Copies `old`'s metadata / frontend attributes / sharding onto `new` where `new` has none
-/// (XLA's ReplaceInstruction does this so derived instructions keep their source location).
-pub(crate) fn inherit_attrs(old: &Instruction, new: &mut Instruction) {
-    let new_has_op_name = new
-        .raw_attr("metadata")
-        .is_some_and(|m| m.contains("op_name="));
-    if !new_has_op_name {
-        if let Some(md) = old.raw_attr("metadata") {
-            if md.contains("op_name=") {
-                set_raw(new, "metadata", md.to_string());
+/// The raw attributes of `old` a replacement may inherit.
+pub(crate) fn inheritable(old: &Instruction) -> Vec<(String, String)> {
+    old.raw_attrs
+        .iter()
+        .filter(|(k, _)| INHERITED.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Copies the inheritable attributes of a replaced instruction (`from`, see
+/// [`inheritable`]) onto its replacement where the replacement has none: `metadata` when it
+/// has no `op_name`, `frontend_attributes` and `sharding` when absent. XLA's
+/// ReplaceInstruction does this so derived instructions keep their source location.
+pub(crate) fn inherit_attrs(from: &[(String, String)], new: &mut Instruction) {
+    for (k, v) in from {
+        let take = match k.as_str() {
+            "metadata" => {
+                v.contains("op_name=")
+                    && !new
+                        .raw_attr("metadata")
+                        .is_some_and(|m| m.contains("op_name="))
             }
-        }
-    }
-    for k in INHERITED {
-        if new.raw_attr(k).is_none() {
-            if let Some(v) = old.raw_attr(k) {
-                set_raw(new, k, v.to_string());
-            }
+            _ => new.raw_attr(k).is_none(),
+        };
+        if take {
+            set_raw(new, k, v.clone());
         }
     }
 }
@@ -151,8 +159,10 @@ pub(crate) fn apply_replacements(
     // Attribute inheritance, in replacement order.
     for &(old, _) in replacements {
         let target = resolved[old.index()];
-        let old_ins = comp.instructions[old.index()].clone();
-        inherit_attrs(&old_ins, &mut comp.instructions[target.index()]);
+        let inherited = inheritable(&comp.instructions[old.index()]);
+        if !inherited.is_empty() {
+            inherit_attrs(&inherited, &mut comp.instructions[target.index()]);
+        }
     }
     // Relay control predecessors of removed instructions to their replacements.
     for &(old, _) in replacements {
