@@ -27,6 +27,9 @@ pub struct Args {
     /// Comma-separated pass names to skip.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
+    /// Print each pass's wall time and whether it changed the module to stderr.
+    #[arg(long)]
+    pub time_passes: bool,
     /// List the known passes with their hlo-opt order numbers and exit.
     #[arg(long)]
     pub list: bool,
@@ -74,8 +77,24 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         pm = pm.dump_to(d);
     }
     let mut m = load_module(input)?;
-    pm.run(&mut m)
+    let out = pm
+        .run(&mut m)
         .map_err(|e| format!("{}: {e}", input.display()))?;
+    if a.time_passes {
+        for r in &out.runs {
+            let what = match r.changed {
+                None => "skipped",
+                Some(true) => "changed",
+                Some(false) => "unchanged",
+            };
+            eprintln!(
+                "{:02} {:<20} {:>10.3} ms  {what}",
+                r.index,
+                r.name,
+                r.time.as_secs_f64() * 1e3
+            );
+        }
+    }
     let text = hlosim::hlo::print_module(&m);
     match &a.output {
         Some(out) => {

@@ -13,7 +13,7 @@
 
 use super::pass::{Pass, PassError};
 use super::provenance::Provenance;
-use super::rewrite::SideEffects;
+use super::rewrite::{compact, SideEffects};
 use crate::hlo::{CompId, Computation, Module, Opcode};
 
 /// The `dce` pass.
@@ -51,7 +51,7 @@ pub(crate) fn remove_dead_instructions(module: &mut Module) -> bool {
     for comp in &mut module.computations {
         let live = live_instructions(comp, &side);
         if live.iter().any(|l| !l) {
-            comp.retain_and_sort(&live);
+            compact(comp, &live);
             changed = true;
         }
     }

@@ -65,12 +65,8 @@ pub fn renumber(module: &mut Module) {
         module.entry = remap[module.entry.index()];
     }
     for c in &mut module.computations {
-        let sorted = c
-            .post_order()
-            .is_some_and(|o| o.iter().enumerate().all(|(i, id)| id.index() == i));
-        if !sorted {
-            c.sort();
-        }
+        let keep = vec![true; c.instructions.len()];
+        super::rewrite::compact(c, &keep);
     }
 }
 

@@ -231,8 +231,60 @@ pub(crate) fn apply_replacements(
             work.push(*op);
         }
     }
-    comp.retain_and_sort(&keep);
+    compact(comp, &keep);
     Ok(())
+}
+
+/// Keeps the instructions for which `keep` is true and renumbers them into post order, like
+/// `Computation::retain_and_sort`, but permutes the instruction vector in place: no second
+/// buffer of (large) instructions is allocated and instructions already in place do not
+/// move, which matters on graphs of 10^5 instructions. References to removed instructions
+/// must not remain.
+pub(crate) fn compact(comp: &mut Computation, keep: &[bool]) {
+    let n = comp.instructions.len();
+    let order = comp.post_order().unwrap_or_else(|| comp.ids().collect());
+    let mut new_pos = vec![u32::MAX; n];
+    // perm[new position] = old index; removed instructions go after the kept ones.
+    let mut perm: Vec<usize> = Vec::with_capacity(n);
+    for id in &order {
+        if keep[id.index()] {
+            new_pos[id.index()] = perm.len() as u32;
+            perm.push(id.index());
+        }
+    }
+    let kept = perm.len();
+    if kept == n && perm.iter().enumerate().all(|(i, &p)| i == p) {
+        return;
+    }
+    perm.extend((0..n).filter(|&i| !keep[i]));
+    for (i, ins) in comp.instructions.iter_mut().enumerate() {
+        if !keep[i] {
+            continue;
+        }
+        for op in ins
+            .operands
+            .iter_mut()
+            .chain(ins.control_predecessors.iter_mut())
+        {
+            *op = InstrId(new_pos[op.index()]);
+        }
+    }
+    comp.root = InstrId(new_pos[comp.root.index()]);
+    // Apply the permutation with swaps, tracking where each original element now sits.
+    let mut pos_of: Vec<usize> = (0..n).collect();
+    let mut at: Vec<usize> = (0..n).collect();
+    for (j, &want) in perm.iter().enumerate() {
+        let src = pos_of[want];
+        if src != j {
+            comp.instructions.swap(j, src);
+            let displaced = at[j];
+            at[j] = want;
+            at[src] = displaced;
+            pos_of[displaced] = src;
+            pos_of[want] = j;
+        }
+    }
+    comp.instructions.truncate(kept);
 }
 
 /// The post order of a computation, or an error naming the pass when it has a cycle.
