@@ -5,3 +5,4 @@ pub mod eval;
 pub mod hlo;
 pub mod math;
 pub mod neuron;
+pub mod passes;
