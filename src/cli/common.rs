@@ -15,3 +15,38 @@ pub fn load_module(path: &Path) -> Result<Module, String> {
     }
     Ok(m)
 }
+
+/// Which transformation to apply before executing or profiling: a named pipeline or an
+/// explicit pass list (clap flattens this into subcommands that accept it).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TransformArgs {
+    /// Run the Neuron pipeline first (tuple-simplifier, call-inliner, dce,
+    /// legalize-intrinsics, legalize-compare).
+    #[arg(long, value_parser = ["neuron"], conflicts_with = "passes")]
+    pub pipeline: Option<String>,
+    /// Run these passes first (comma-separated; see `hlosim opt --list`).
+    #[arg(long, value_delimiter = ',')]
+    pub passes: Vec<String>,
+}
+
+impl TransformArgs {
+    /// The pass names to run, empty for none.
+    pub fn names(&self) -> Vec<String> {
+        if self.pipeline.is_some() {
+            hlosim::passes::registry::NEURON_PIPELINE.iter().map(|s| s.to_string()).collect()
+        } else {
+            self.passes.clone()
+        }
+    }
+
+    /// Applies the transformation in place; returns the pipeline output (provenance) when
+    /// anything ran.
+    pub fn apply(&self, module: &mut Module) -> Result<Option<hlosim::passes::PipelineOutput>, String> {
+        let names = self.names();
+        if names.is_empty() {
+            return Ok(None);
+        }
+        let pm = hlosim::passes::PassManager::from_names(&names).map_err(|e| e.to_string())?;
+        pm.run(module).map(Some).map_err(|e| e.to_string())
+    }
+}

@@ -2,7 +2,7 @@
 //! engine, with the costliest instructions and the activation table loads; optionally a
 //! Chrome/Perfetto trace.
 
-use super::common::load_module;
+use super::common::{load_module, TransformArgs};
 use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
 use hlosim::device::roster::Chooser;
 use hlosim::device::schedule::{profile_module, Profile};
@@ -23,8 +23,10 @@ pub enum ChooserArg {
 /// Arguments of `hlosim profile`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// HLO text file (profiled as given; run `hlosim opt` first for the Neuron passes).
+    /// HLO text file (profiled as given unless --pipeline or --passes transforms it first).
     pub module: PathBuf,
+    #[command(flatten)]
+    pub transform: TransformArgs,
     /// Machine model: trn1, trn2, trn3, or a path to a machine TOML file.
     #[arg(long, default_value = DEFAULT_MACHINE)]
     pub machine: String,
@@ -57,12 +59,12 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         }
     }
     let machine = Machine::resolve(&a.machine).map_err(|e| e.to_string())?;
-    let module = load_module(&a.module)?;
+    let mut module = load_module(&a.module)?;
+    a.transform.apply(&mut module)?;
     let chooser = match a.chooser {
         ChooserArg::FirstFit => Chooser::FirstFit,
         ChooserArg::Optimal => Chooser::Optimal,
     };
-    // A `--pipeline neuron` option transforms `module` here, before profiling.
     let (sched, profile) = profile_module(&module, &machine, chooser)
         .map_err(|e| format!("{}: {e}", a.module.display()))?;
     if let Some(t) = &a.trace {
