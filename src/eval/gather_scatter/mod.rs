@@ -1,0 +1,9 @@
+//! stub
+use super::{err, Evaluator, KResult, Value};
+use crate::hlo::Instruction;
+pub fn gather(ins: &Instruction, _ops: &[&Value]) -> KResult {
+    err(format!("{} not yet", ins.opcode))
+}
+pub fn scatter(_ev: &mut Evaluator, ins: &Instruction, _ops: &[&Value]) -> KResult {
+    err(format!("{} not yet", ins.opcode))
+}
