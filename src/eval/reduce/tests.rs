@@ -196,3 +196,110 @@ ENTRY e {
     let e = try_run(hlo, vec![f32s(&[2, 3], &[0.0; 6]), f32s(&[], &[0.0])]).unwrap_err();
     assert!(e.to_string().contains("reduce dimensions"), "{e}");
 }
+
+#[test]
+fn reduce_window_padding_and_dilations() {
+    // Expected values from XLA:CPU (oracle) for the same module and arguments.
+    let hlo = r#"
+HloModule m
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+mx { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] maximum(a, b) }
+ENTRY e {
+  x = f32[3,5] parameter(0)
+  z = f32[] parameter(1)
+  m = f32[] parameter(2)
+  a = f32[3,5] reduce-window(x, z), window={size=2x3 stride=1x2 pad=1_0x2_2 lhs_dilate=1x2 rhs_dilate=1x2}, to_apply=add
+  b = f32[2,2] reduce-window(x, m), window={size=2x2 stride=1x3}, to_apply=mx
+  ROOT t = (f32[3,5], f32[2,2]) tuple(a, b)
+}
+"#;
+    let r = run(
+        hlo,
+        vec![
+            f32s(&[3, 5], &pat(15, 7, 11, 5)),
+            f32s(&[], &[0.5]),
+            f32s(&[], &[f32::NEG_INFINITY]),
+        ],
+    );
+    assert_f32_eq(
+        &as_f32(&r[0]),
+        &[
+            -2.5, -4.5, 5.5, 4.5, 6.5, -1.5, -3.5, 5.5, 3.5, 5.5, -4.5, -2.5, -4.5, 4.5, 2.5,
+        ],
+    );
+    assert_f32_eq(&as_f32(&r[1]), &[4.0, 5.0, 4.0, 5.0]);
+}
+
+#[test]
+fn variadic_reduce_window_argmax() {
+    // Window argmax over a 1-D input with the JAX reducer (ties keep the lower index).
+    // Hand-derived: windows of 3, stride 2, no padding over [1, 3, 3, 0, 5, 5, 2].
+    let hlo = r#"
+HloModule m
+region_0.1 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(2)
+  gt = pred[] compare(a, b), direction=GT
+  ne = pred[] compare(a, a), direction=NE
+  or1 = pred[] or(gt, ne)
+  v = f32[] select(or1, a, b)
+  eq = pred[] compare(a, b), direction=EQ
+  ia = s32[] parameter(1)
+  ib = s32[] parameter(3)
+  lt = pred[] compare(ia, ib), direction=LT
+  and1 = pred[] and(eq, lt)
+  or2 = pred[] or(or1, and1)
+  i = s32[] select(or2, ia, ib)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+ENTRY e {
+  x = f32[7] parameter(0)
+  i = s32[7] parameter(1)
+  z = f32[] parameter(2)
+  zi = s32[] parameter(3)
+  ROOT r = (f32[3], s32[3]) reduce-window(x, i, z, zi), window={size=3 stride=2}, to_apply=region_0.1
+}
+"#;
+    let r = run(
+        hlo,
+        vec![
+            f32s(&[7], &[1.0, 3.0, 3.0, 0.0, 5.0, 5.0, 2.0]),
+            s32s(&[7], &[0, 1, 2, 3, 4, 5, 6]),
+            f32s(&[], &[f32::NEG_INFINITY]),
+            s32s(&[], &[-1]),
+        ],
+    );
+    assert_f32_eq(&as_f32(&r[0]), &[3.0, 5.0, 5.0]);
+    assert_eq!(r[1].data, ArrayData::S32(vec![1, 4, 4]));
+}
+
+#[test]
+fn select_and_scatter_max_pool_gradient() {
+    // Expected values from XLA:CPU (oracle); GE keeps the first maximum of each window.
+    let hlo = r#"
+HloModule m
+ge { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = pred[] compare(a, b), direction=GE }
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[4,5] parameter(0)
+  s = f32[2,3] parameter(1)
+  z = f32[] parameter(2)
+  ROOT r = f32[4,5] select-and-scatter(x, s, z), window={size=2x2 stride=2x2 pad=0_0x1_0}, select=ge, scatter=add
+}
+"#;
+    let r = run(
+        hlo,
+        vec![
+            f32s(&[4, 5], &pat(20, 3, 4, 0)),
+            f32s(&[2, 3], &pat(6, 1, 10, -1)),
+            f32s(&[], &[0.0]),
+        ],
+    );
+    assert_f32_eq(
+        &as_f32(&r[0]),
+        &[
+            0.0, 2.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 3.0, 4.0, 0.0, 0.0, 6.0, 0.0, 0.0, 0.0,
+            5.0, 0.0, 0.0,
+        ],
+    );
+}

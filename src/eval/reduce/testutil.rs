@@ -68,3 +68,11 @@ pub(crate) fn assert_f32_close(got: &[f32], want: &[f32], rel: f32) {
         );
     }
 }
+
+/// The test pattern `((i * mul) % modulo) - off` for i in 0..n (the same formula generated
+/// the oracle arguments for the expected values in the tests).
+pub(crate) fn pat(n: usize, mul: i64, modulo: i64, off: i64) -> Vec<f32> {
+    (0..n as i64)
+        .map(|i| ((i * mul) % modulo - off) as f32)
+        .collect()
+}

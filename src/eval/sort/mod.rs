@@ -1,6 +1,155 @@
-//! stub
+//! sort: multi-operand (keys plus carried values), along any dimension, with a comparator
+//! computation `less(lhs_0, rhs_0, lhs_1, rhs_1, ...)`.
+//!
+//! Every sort is stable (a merge sort on a permutation, ties keep their original order),
+//! which is what `is_stable=true` requires and a valid result otherwise; XLA:CPU also uses a
+//! stable sort for stable requests. A comparator that is a single `compare(p0, p1)` (LT or
+//! GT, any comparison type) runs natively on the keys; anything else (e.g. JAX's TOTALORDER
+//! comparators with NaN canonicalisation) goes through [`ScalarFn`] — compiled when
+//! possible. A comparator that is not a strict weak order (FLOAT comparisons with NaN)
+//! gives an order that depends on the algorithm, as in XLA; it never panics.
+
+mod merge;
+#[cfg(test)]
+mod tests;
+
+use super::reduce::scalar::{compare, load, ScalarFn, Sv};
+use super::reduce::{arrays, pack, result_shapes, to_apply};
+use super::util::strides;
 use super::{err, Evaluator, KResult, Value};
-use crate::hlo::Instruction;
-pub fn sort(_ev: &mut Evaluator, ins: &Instruction, _ops: &[&Value]) -> KResult {
-    err(format!("{} not yet", ins.opcode))
+use crate::hlo::{ArrayLiteral, CompId, ComparisonDirection, ComparisonType, Instruction, Opcode};
+
+/// sort: see the module documentation.
+pub fn sort(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
+    let ops = arrays(ops)?;
+    if ops.is_empty() {
+        return err("sort needs at least one operand");
+    }
+    let dims = ops[0].dims().to_vec();
+    for (i, o) in ops.iter().enumerate() {
+        if o.dims() != dims.as_slice() {
+            return err(format!(
+                "sort operand {i} is {}, operand 0 is {}",
+                o.shape, ops[0].shape
+            ));
+        }
+    }
+    let out_shapes = result_shapes(ins);
+    if out_shapes.len() != ops.len()
+        || out_shapes
+            .iter()
+            .zip(&ops)
+            .any(|(s, o)| s.dims != dims || s.ty != o.ty())
+    {
+        return err("sort results must have the operands' shapes");
+    }
+    let dim = match ins.attrs.dimensions.as_deref() {
+        Some([d]) if *d >= 0 && (*d as usize) < dims.len() => *d as usize,
+        Some(d) => {
+            return err(format!(
+                "sort dimensions={d:?} is invalid for rank {}",
+                dims.len()
+            ))
+        }
+        None if dims.len() <= 1 => 0,
+        None => return err("sort has no dimensions="),
+    };
+    if dims.is_empty() {
+        return Ok(pack(ins, ops.iter().map(|o| (*o).clone()).collect()));
+    }
+    let c = to_apply(ins)?;
+    let n = dims[dim] as usize;
+    let st = strides(&dims);
+    let stride = st[dim];
+    let total: usize = dims.iter().map(|&d| d as usize).product();
+    // Base offsets of the rows: every index with coordinate 0 along `dim`.
+    let bases: Vec<usize> = (0..total)
+        .filter(|&e| (e / stride) % n.max(1) == 0)
+        .collect();
+    let mut perms: Vec<Vec<usize>> = Vec::with_capacity(bases.len());
+    if let Some((dir, total_order)) = simple_comparator(ev, c, ops[0]) {
+        let key = ops[0];
+        let mut keys = vec![Sv::P(false); n];
+        for &b in &bases {
+            for (t, kv) in keys.iter_mut().enumerate() {
+                *kv = load(&key.data, b + t * stride);
+            }
+            let mut p: Vec<usize> = (0..n).collect();
+            merge::sort_by(&mut p, &mut |x, y| {
+                Ok(compare(keys[x], keys[y], dir, total_order))
+            })?;
+            perms.push(p);
+        }
+    } else {
+        let k = ops.len();
+        let mut f = ScalarFn::new(ev, c, 2 * k)?;
+        for i in 0..k {
+            let t = ops[i].ty();
+            if f.param_types()[2 * i] != t || f.param_types()[2 * i + 1] != t {
+                return err(format!(
+                    "comparator parameters {} and {} must have the type of operand {i} ({t})",
+                    2 * i,
+                    2 * i + 1
+                ));
+            }
+        }
+        let mut args = vec![Sv::P(false); 2 * k];
+        let mut res = Vec::with_capacity(1);
+        for &b in &bases {
+            let mut p: Vec<usize> = (0..n).collect();
+            merge::sort_by(&mut p, &mut |x, y| {
+                for i in 0..k {
+                    args[2 * i] = load(&ops[i].data, b + x * stride);
+                    args[2 * i + 1] = load(&ops[i].data, b + y * stride);
+                }
+                f.predicate(ev, &args, &mut res)
+            })?;
+            perms.push(p);
+        }
+    }
+    let mut outs = Vec::with_capacity(ops.len());
+    for o in &ops {
+        let mut out = ArrayLiteral::zeros(out_shapes[outs.len()].clone());
+        crate::with_array_data_pair!(&mut out.data, &o.data, (dst, src) => {
+            for (&b, p) in bases.iter().zip(&perms) {
+                for (t, &from) in p.iter().enumerate() {
+                    dst[b + t * stride] = src[b + from * stride];
+                }
+            }
+        }, else => return err("internal: sort result storage differs from the operand's"));
+        outs.push(out);
+    }
+    Ok(pack(ins, outs))
+}
+
+/// If the comparator is `compare(p0, p1)` (or `compare(p1, p0)`) with direction LT or GT,
+/// the direction as seen from (p0, p1) and whether the comparison is a float total order.
+fn simple_comparator(
+    ev: &Evaluator,
+    c: CompId,
+    key: &ArrayLiteral,
+) -> Option<(ComparisonDirection, bool)> {
+    let (opcode, swapped) = ev.simple_binary(c)?;
+    if opcode != Opcode::Compare {
+        return None;
+    }
+    let root = ev.module.comp(c).root_instr();
+    let operand_ty = ev
+        .module
+        .comp(c)
+        .instr(root.operands[0])
+        .shape
+        .element_type()?;
+    if operand_ty != key.ty() || key.ty().is_narrow_float() {
+        return None;
+    }
+    let dir = match (root.attrs.direction?, swapped) {
+        (d @ (ComparisonDirection::Lt | ComparisonDirection::Gt), false) => d,
+        (ComparisonDirection::Lt, true) => ComparisonDirection::Gt,
+        (ComparisonDirection::Gt, true) => ComparisonDirection::Lt,
+        _ => return None,
+    };
+    let total =
+        key.ty().is_float() && root.attrs.comparison_type == Some(ComparisonType::TotalOrder);
+    Some((dir, total))
 }
