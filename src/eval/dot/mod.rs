@@ -223,10 +223,7 @@ fn batched<T: Send>(
         m
     } else {
         // About 4 blocks per thread over all batches, at least 16 rows each.
-        (m * b)
-            .div_ceil(threads * 4)
-            .div_ceil(b.max(1))
-            .clamp(16.min(m), m)
+        (m * b).div_ceil(threads * 4).clamp(16.min(m), m)
     };
     let blocks_per_batch = m.div_ceil(rows_per);
     let mut blocks: Vec<(usize, usize, &mut [T])> = Vec::with_capacity(b * blocks_per_batch);

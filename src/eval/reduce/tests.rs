@@ -303,3 +303,52 @@ ENTRY e {
         ],
     );
 }
+
+#[test]
+fn short_bf16_rows_reduce_sequentially_like_xla() {
+    // XLA:CPU (oracle) gives 7.15625 for this bf16 row of 20 (a sequential bf16 sum); the
+    // exact sum is 7.0522 and a 10+10 split would give 7.0625.
+    let hlo = r#"
+HloModule m
+add { a = bf16[] parameter(0)  b = bf16[] parameter(1)  ROOT s = bf16[] add(a, b) }
+ENTRY e {
+  x = bf16[20] parameter(0)
+  z = bf16[] parameter(1)
+  ROOT r = bf16[] reduce(x, z), dimensions={0}, to_apply=add
+}
+"#;
+    let x = [
+        -1.2578125,
+        1.515625,
+        1.34375,
+        0.78125,
+        0.263671875,
+        -0.314453125,
+        1.4609375,
+        1.9609375,
+        1.8046875,
+        1.3125,
+        0.357421875,
+        -1.2109375,
+        -0.00445556640625,
+        0.65625,
+        -1.2890625,
+        0.39453125,
+        0.4296875,
+        0.6953125,
+        -1.1875,
+        -0.66015625,
+    ];
+    let r = run(
+        hlo,
+        vec![
+            lit(
+                ElementType::BF16,
+                &[20],
+                ArrayData::BF16(x.iter().map(|&v: &f32| bf16::from_f32(v)).collect()),
+            ),
+            lit(ElementType::BF16, &[], ArrayData::BF16(vec![bf16::ZERO])),
+        ],
+    );
+    assert_eq!(r[0].data, ArrayData::BF16(vec![bf16::from_f32(7.15625)]));
+}
