@@ -109,7 +109,8 @@ struct Node {
 enum Op {
     Param(usize),
     Const(Sv),
-    Compare(ComparisonDirection, bool),
+    /// Direction, float total order, denormal flush threshold (see [`daz_threshold`]).
+    Compare(ComparisonDirection, bool, f64),
     Select,
     Not,
     Negate,
@@ -186,7 +187,7 @@ impl Program {
                         Some(ComparisonType::TotalOrder) => t.is_float(),
                         _ => false,
                     };
-                    Op::Compare(ins.attrs.direction?, total)
+                    Op::Compare(ins.attrs.direction?, total, daz_threshold(t))
                 }
                 Opcode::Select => Op::Select,
                 Opcode::Not => Op::Not,
@@ -243,7 +244,7 @@ impl Program {
                     None => return err(format!("computation parameter {p} has no argument")),
                 },
                 Op::Const(c) => *c,
-                Op::Compare(dir, total) => Sv::P(compare(a(0), a(1), *dir, *total)),
+                Op::Compare(dir, total, flush) => Sv::P(compare(a(0), a(1), *dir, *total, *flush)),
                 Op::Select => match a(0) {
                     Sv::P(true) => a(1),
                     _ => a(2),
@@ -282,19 +283,34 @@ pub(crate) fn total_order_key(x: f64) -> i64 {
     b ^ ((((b >> 63) as u64) >> 1) as i64)
 }
 
-/// Compares two scalars of the same type: integers by their own signedness, floats IEEE or
-/// in total order.
+/// XLA:CPU runs with denormals-are-zero: an IEEE (FLOAT) comparison sees an f32 or f64
+/// denormal as zero (checked with the oracle: JAX's sort comparator maps ±1e-45 to 0 through
+/// `compare(x, 0), direction=EQ`). Returns the magnitude below which a value of type `ty`
+/// (widened to f64) is a denormal of the type the hardware compares in: f32 for f32 and
+/// bf16 (bf16 has f32's exponent range), f64 for f64; f16 is compared in f32, where its
+/// denormals are normal, so nothing is flushed.
+pub(crate) fn daz_threshold(ty: ElementType) -> f64 {
+    match ty {
+        ElementType::F32 | ElementType::BF16 => f32::MIN_POSITIVE as f64,
+        ElementType::F64 => f64::MIN_POSITIVE,
+        _ => 0.0,
+    }
+}
+
+/// Compares two scalars of the same type: integers by their own signedness, floats IEEE
+/// (denormals below `flush` read as zero, see [`daz_threshold`]) or in total order.
 #[inline]
-pub(crate) fn compare(a: Sv, b: Sv, dir: ComparisonDirection, total: bool) -> bool {
+pub(crate) fn compare(a: Sv, b: Sv, dir: ComparisonDirection, total: bool, flush: f64) -> bool {
     use std::cmp::Ordering;
     use ComparisonDirection as D;
+    let daz = |x: f64| if x.abs() < flush { 0.0 } else { x };
     let ord: Option<Ordering> = match (a, b) {
         (Sv::P(x), Sv::P(y)) => Some(x.cmp(&y)),
         (Sv::I(x), Sv::I(y)) => Some(x.cmp(&y)),
         (Sv::U(x), Sv::U(y)) => Some(x.cmp(&y)),
         (Sv::R(x), Sv::R(y)) => Some(x.cmp(&y)),
         (Sv::F(x), Sv::F(y)) if total => Some(total_order_key(x).cmp(&total_order_key(y))),
-        (Sv::F(x), Sv::F(y)) => x.partial_cmp(&y),
+        (Sv::F(x), Sv::F(y)) => daz(x).partial_cmp(&daz(y)),
         (Sv::C(xr, xi), Sv::C(yr, yi)) => {
             return match dir {
                 D::Eq => xr == yr && xi == yi,

@@ -13,11 +13,13 @@ mod merge;
 #[cfg(test)]
 mod tests;
 
-use super::reduce::scalar::{compare, load, ScalarFn, Sv};
+use super::reduce::scalar::{compare, daz_threshold, load, ScalarFn, Sv};
 use super::reduce::{arrays, pack, result_shapes, to_apply};
 use super::util::strides;
-use super::{err, Evaluator, KResult, Value};
-use crate::hlo::{ArrayLiteral, CompId, ComparisonDirection, ComparisonType, Instruction, Opcode};
+use super::{err, EvalError, Evaluator, KResult, Value};
+use crate::hlo::{
+    ArrayData, ArrayLiteral, CompId, ComparisonDirection, ComparisonType, Instruction, Opcode,
+};
 
 /// sort: see the module documentation.
 pub fn sort(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
@@ -69,16 +71,37 @@ pub fn sort(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
     let mut perms: Vec<Vec<usize>> = Vec::with_capacity(bases.len());
     if let Some((dir, total_order)) = simple_comparator(ev, c, ops[0]) {
         let key = ops[0];
-        let mut keys = vec![Sv::P(false); n];
-        for &b in &bases {
-            for (t, kv) in keys.iter_mut().enumerate() {
-                *kv = load(&key.data, b + t * stride);
+        if total_order {
+            // Total order on the stored bits (widening to f64 would quiet signaling NaNs
+            // and change their order).
+            let keys = total_order_keys(key)?;
+            let less = |x: i64, y: i64| {
+                if dir == ComparisonDirection::Lt {
+                    x < y
+                } else {
+                    x > y
+                }
+            };
+            for &b in &bases {
+                let mut p: Vec<usize> = (0..n).collect();
+                merge::sort_by(&mut p, &mut |x, y| {
+                    Ok(less(keys[b + x * stride], keys[b + y * stride]))
+                })?;
+                perms.push(p);
             }
-            let mut p: Vec<usize> = (0..n).collect();
-            merge::sort_by(&mut p, &mut |x, y| {
-                Ok(compare(keys[x], keys[y], dir, total_order))
-            })?;
-            perms.push(p);
+        } else {
+            let flush = daz_threshold(key.ty());
+            let mut keys = vec![Sv::P(false); n];
+            for &b in &bases {
+                for (t, kv) in keys.iter_mut().enumerate() {
+                    *kv = load(&key.data, b + t * stride);
+                }
+                let mut p: Vec<usize> = (0..n).collect();
+                merge::sort_by(&mut p, &mut |x, y| {
+                    Ok(compare(keys[x], keys[y], dir, false, flush))
+                })?;
+                perms.push(p);
+            }
         }
     } else {
         let k = ops.len();
@@ -122,18 +145,30 @@ pub fn sort(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
     Ok(pack(ins, outs))
 }
 
-/// If the comparator is `compare(p0, p1)` (or `compare(p1, p0)`) with direction LT or GT,
+/// If the comparator's root is `compare(p0, p1)` (or `compare(p1, p0)`) with direction LT or GT,
 /// the direction as seen from (p0, p1) and whether the comparison is a float total order.
 fn simple_comparator(
     ev: &Evaluator,
     c: CompId,
     key: &ArrayLiteral,
 ) -> Option<(ComparisonDirection, bool)> {
-    let (opcode, swapped) = ev.simple_binary(c)?;
-    if opcode != Opcode::Compare {
+    // The root alone decides: other parameters (the carried values) may be unused.
+    let comp = ev.module.comp(c);
+    let root = comp.root_instr();
+    if root.opcode != Opcode::Compare || root.operands.len() != 2 {
         return None;
     }
-    let root = ev.module.comp(c).root_instr();
+    let param = |k: usize| {
+        let i = comp.instr(root.operands[k]);
+        (i.opcode == Opcode::Parameter)
+            .then_some(i.attrs.parameter_number)
+            .flatten()
+    };
+    let swapped = match (param(0)?, param(1)?) {
+        (0, 1) => false,
+        (1, 0) => true,
+        _ => return None,
+    };
     let operand_ty = ev
         .module
         .comp(c)
@@ -152,4 +187,25 @@ fn simple_comparator(
     let total =
         key.ty().is_float() && root.attrs.comparison_type == Some(ComparisonType::TotalOrder);
     Some((dir, total))
+}
+
+/// Sign-magnitude total-order keys of a float array, from the stored bits: -NaN < -inf <
+/// ... < -0 < +0 < ... < +inf < +NaN, NaNs ordered by payload.
+fn total_order_keys(a: &ArrayLiteral) -> Result<Vec<i64>, EvalError> {
+    fn key(bits: u64, width: u32) -> i64 {
+        let sign = 1u64 << (width - 1);
+        let mag = (bits & (sign - 1)) as i64;
+        if bits & sign != 0 {
+            -mag - 1
+        } else {
+            mag
+        }
+    }
+    Ok(match &a.data {
+        ArrayData::F32(v) => v.iter().map(|x| key(x.to_bits() as u64, 32)).collect(),
+        ArrayData::F64(v) => v.iter().map(|x| key(x.to_bits(), 64)).collect(),
+        ArrayData::F16(v) => v.iter().map(|x| key(x.to_bits() as u64, 16)).collect(),
+        ArrayData::BF16(v) => v.iter().map(|x| key(x.to_bits() as u64, 16)).collect(),
+        _ => return err(format!("total order sort keys of type {}", a.ty())),
+    })
 }

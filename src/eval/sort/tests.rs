@@ -118,3 +118,42 @@ ENTRY e {
         ArrayData::S32(vec![-2, -2, -2, -1, 0, -1, 0, 1, 0, 1, 2, 2])
     );
 }
+
+#[test]
+fn totalorder_uses_stored_bits_for_signaling_nans() {
+    // XLA:CPU (oracle, fixture sort_descending_stable_payload): descending TOTALORDER puts
+    // the quiet NaN 0x7fc00000 before the signaling NaN 0x7f800001 (smaller payload bits).
+    let hlo = r#"
+HloModule m
+gt { a = f32[] parameter(0)  b = f32[] parameter(1)  c = s32[] parameter(2)  d = s32[] parameter(3)  ROOT r = pred[] compare(a, b), direction=GT, type=TOTALORDER }
+ENTRY e {
+  x = f32[3] parameter(0)
+  i = s32[3] parameter(1)
+  ROOT s = (f32[3], s32[3]) sort(x, i), dimensions={0}, is_stable=true, to_apply=gt
+}"#;
+    let x = [
+        f32::from_bits(0x7f80_0001),
+        1.0,
+        f32::from_bits(0x7fc0_0000),
+    ];
+    let r = run(hlo, vec![f32s(&[3], &x), s32s(&[3], &[0, 1, 2])]);
+    assert_eq!(r[1].data, ArrayData::S32(vec![2, 0, 1]));
+}
+
+#[test]
+fn float_compares_treat_denormals_as_zero_like_xla_cpu() {
+    // XLA:CPU flushes denormals in IEEE comparisons (oracle, fixture sort_f32_jax_canonical:
+    // JAX's comparator maps ±1e-45 to 0 through compare(x, 0) EQ). With a plain FLOAT LT
+    // comparator the denormals and zeros tie, so the stable sort keeps their input order.
+    let hlo = r#"
+HloModule m
+lt { a = f32[] parameter(0)  b = f32[] parameter(1)  c = s32[] parameter(2)  d = s32[] parameter(3)  ROOT r = pred[] compare(a, b), direction=LT }
+ENTRY e {
+  x = f32[5] parameter(0)
+  i = s32[5] parameter(1)
+  ROOT s = (f32[5], s32[5]) sort(x, i), dimensions={0}, is_stable=true, to_apply=lt
+}"#;
+    let x = [1e-45, 0.0, -1e-45, -1.0, f32::MIN_POSITIVE];
+    let r = run(hlo, vec![f32s(&[5], &x), s32s(&[5], &[0, 1, 2, 3, 4])]);
+    assert_eq!(r[1].data, ArrayData::S32(vec![3, 0, 1, 2, 4]));
+}
