@@ -204,7 +204,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value]) -> KResult {
             });
             convert::from_i64(ty, scatter_out(v, &out_off))
         }
-        Compute::C64 | Compute::C128 => {
+        Compute::Complex => {
             let a = convert::gather_c64(&input.data, it, &all_in);
             let k = convert::gather_c64(&kernel.data, kt, &all_k);
             let v = conv_loop(&a, &k, &g, Complex::new(0.0, 0.0), |acc, x, y| acc + x * y);

@@ -180,7 +180,7 @@ pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
             });
             convert::from_i64(ty, c)
         }
-        Compute::C64 | Compute::C128 => {
+        Compute::Complex => {
             let a = convert::gather_c64(&lhs.data, lt, &loff);
             let bb = convert::gather_c64(&rhs.data, rt, &roff);
             let mut c = vec![Complex::new(0.0, 0.0); b * m * n];
