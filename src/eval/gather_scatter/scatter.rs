@@ -154,8 +154,8 @@ pub fn scatter(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult
         }
     }
     let mut f = ScalarFn::new(ev, c, 2 * k)?;
-    for i in 0..k {
-        let t = operands[i].ty();
+    for (i, o) in operands.iter().enumerate() {
+        let t = o.ty();
         if f.param_types()[i] != t
             || f.param_types()[k + i] != t
             || f.out_types().get(i) != Some(&t)

@@ -215,8 +215,8 @@ pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult 
         }
     }
     let mut f = ScalarFn::new(ev, c, 2 * k)?;
-    for i in 0..k {
-        if f.param_types()[i] != inputs[i].ty() || f.param_types()[k + i] != inputs[i].ty() {
+    for (i, a) in inputs.iter().enumerate() {
+        if f.param_types()[i] != a.ty() || f.param_types()[k + i] != a.ty() {
             return err(format!(
                 "reducer parameter types {:?} do not match the inputs",
                 f.param_types()

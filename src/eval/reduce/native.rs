@@ -169,14 +169,10 @@ pub(crate) fn fmax64(a: f64, b: f64) -> f64 {
         a
     } else if b.is_nan() {
         b
-    } else if a > b {
+    } else if a > b || (a == b && !a.is_sign_negative()) {
         a
-    } else if b > a {
-        b
-    } else if a.is_sign_negative() {
-        b
     } else {
-        a
+        b
     }
 }
 

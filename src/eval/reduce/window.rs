@@ -174,8 +174,8 @@ pub fn reduce_window(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> K
         }
     }
     let mut f = ScalarFn::new(ev, c, 2 * k)?;
-    for i in 0..k {
-        let t = inputs[i].ty();
+    for (i, a) in inputs.iter().enumerate() {
+        let t = a.ty();
         if f.param_types()[i] != t || f.param_types()[k + i] != t {
             return err("reducer parameter types do not match the inputs");
         }

@@ -66,7 +66,7 @@ pub fn sort(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
     let total: usize = dims.iter().map(|&d| d as usize).product();
     // Base offsets of the rows: every index with coordinate 0 along `dim`.
     let bases: Vec<usize> = (0..total)
-        .filter(|&e| (e / stride) % n.max(1) == 0)
+        .filter(|&e| (e / stride).is_multiple_of(n.max(1)))
         .collect();
     let mut perms: Vec<Vec<usize>> = Vec::with_capacity(bases.len());
     if let Some((dir, total_order)) = simple_comparator(ev, c, ops[0]) {
@@ -106,8 +106,8 @@ pub fn sort(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
     } else {
         let k = ops.len();
         let mut f = ScalarFn::new(ev, c, 2 * k)?;
-        for i in 0..k {
-            let t = ops[i].ty();
+        for (i, o) in ops.iter().enumerate() {
+            let t = o.ty();
             if f.param_types()[2 * i] != t || f.param_types()[2 * i + 1] != t {
                 return err(format!(
                     "comparator parameters {} and {} must have the type of operand {i} ({t})",
