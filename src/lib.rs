@@ -2,3 +2,4 @@
 //! with reference XLA semantics and on a cycle-approximate Neuron device model.
 pub mod eval;
 pub mod hlo;
+pub mod io;
