@@ -3,7 +3,9 @@
 //! once to nearest even); power and atan2 evaluate in f64 and round to the result type.
 
 use super::int::{int_pow, shift_left, shift_right_arithmetic, shift_right_logical, XInt};
-use super::{check_same_dims, map2, normalize_subbyte, result_shape, ty_bits, Minifloat};
+use super::{
+    check_same_dims, daz32, daz64, map2, normalize_subbyte, result_shape, ty_bits, Minifloat,
+};
 use crate::eval::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction, Opcode};
 use half::{bf16, f16};
@@ -61,10 +63,11 @@ where
 {
     use ArrayData as D;
     Some(match (a, b) {
-        (D::F32(x), D::F32(y)) => D::F32(map2(x, y, &f)),
-        (D::F64(x), D::F64(y)) => D::F64(map2(x, y, &g)),
+        // Subnormal inputs read as ±0 and subnormal results flush to ±0 (XLA:CPU's DAZ/FTZ).
+        (D::F32(x), D::F32(y)) => D::F32(map2(x, y, |p, q| daz32(f(daz32(p), daz32(q))))),
+        (D::F64(x), D::F64(y)) => D::F64(map2(x, y, |p, q| daz64(g(daz64(p), daz64(q))))),
         (D::BF16(x), D::BF16(y)) => D::BF16(map2(x, y, |p: bf16, q: bf16| {
-            bf16::from_f32(f(p.to_f32(), q.to_f32()))
+            bf16::from_f32(daz32(f(daz32(p.to_f32()), daz32(q.to_f32()))))
         })),
         (D::F16(x), D::F16(y)) => D::F16(map2(x, y, |p: f16, q: f16| {
             f16::from_f32(f(p.to_f32(), q.to_f32()))
@@ -172,7 +175,7 @@ pub(crate) fn binary_data(
             .or_else(|| complex_zip(a, b, |x, y| x - y, |x, y| x - y))
             .or_else(|| int_zip!(a, b, nbits, |x, y, bits| x.wsub(y))),
         O::Multiply => float_zip(a, b, ty, |x, y| x * y, |x, y| x * y)
-            .or_else(|| complex_zip(a, b, |x, y| x * y, |x, y| x * y))
+            .or_else(|| complex_zip(a, b, |x, y| cmul_fma(x, y), |x, y| cmul_fma(x, y)))
             .or_else(|| int_zip!(a, b, nbits, |x, y, bits| x.wmul(y)))
             .or_else(|| pred_zip(a, b, |x, y| x & y)),
         O::Divide => float_zip(a, b, ty, |x, y| x / y, |x, y| x / y)
@@ -235,6 +238,17 @@ pub(crate) fn binary_data(
         },
         _ => return err(format!("'{op}' is not a binary elementwise op")),
     })
+}
+
+/// Complex multiply as XLA:CPU computes it: one product of each part is fused into
+/// the sum, re = fma(ar, br, -(ai·bi)), im = fma(ai, br, ar·bi) (matches the oracle fixture
+/// complex_real_imag to the bit; a plain multiply differs in the last bits under
+/// cancellation).
+fn cmul_fma<T: num_traits::Float>(a: Complex<T>, b: Complex<T>) -> Complex<T> {
+    Complex::new(
+        a.re.mul_add(b.re, -(a.im * b.im)),
+        a.im.mul_add(b.re, a.re * b.im),
+    )
 }
 
 /// Complex power a^b = exp(b · ln a), with 0^b = 0 for b ≠ 0 and x^0 = 1.

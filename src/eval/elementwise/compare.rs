@@ -41,6 +41,24 @@ where
     }
 }
 
+/// IEEE comparison after mapping each element through `f` (the DAZ flush).
+fn cmp_keyed_f<T, K, F>(a: &[T], b: &[T], dir: ComparisonDirection, f: F) -> Vec<bool>
+where
+    T: Copy + Sync,
+    K: PartialOrd,
+    F: Fn(T) -> K + Sync + Send,
+{
+    use ComparisonDirection as D;
+    match dir {
+        D::Eq => map2(a, b, |x, y| f(x) == f(y)),
+        D::Ne => map2(a, b, |x, y| f(x) != f(y)),
+        D::Lt => map2(a, b, |x, y| f(x) < f(y)),
+        D::Le => map2(a, b, |x, y| f(x) <= f(y)),
+        D::Gt => map2(a, b, |x, y| f(x) > f(y)),
+        D::Ge => map2(a, b, |x, y| f(x) >= f(y)),
+    }
+}
+
 /// Total-order key of a float's bits (`bits` wide): the sign-magnitude value mapped to a
 /// two's-complement integer with the same order.
 #[inline(always)]
@@ -102,9 +120,10 @@ pub fn compare(ins: &Instruction, ops: &[&Value]) -> KResult {
         (D::F16(p), D::F16(q)) if total => {
             cmp_keyed(p, q, dir, |v| total_order_key(v.to_bits() as u64, 16))
         }
-        (D::F32(p), D::F32(q)) => cmp(p, q, dir),
-        (D::F64(p), D::F64(q)) => cmp(p, q, dir),
-        (D::BF16(p), D::BF16(q)) => cmp(p, q, dir),
+        // FLOAT compares see subnormals as zero (XLA:CPU runs with DAZ).
+        (D::F32(p), D::F32(q)) => cmp_keyed_f(p, q, dir, |v| super::daz32(v)),
+        (D::F64(p), D::F64(q)) => cmp_keyed_f(p, q, dir, super::daz64),
+        (D::BF16(p), D::BF16(q)) => cmp_keyed_f(p, q, dir, |v| super::daz32(v.to_f32())),
         (D::F16(p), D::F16(q)) => cmp(p, q, dir),
         (D::Bits8(p), D::Bits8(q)) if ty.is_narrow_float() => {
             let mf = super::Minifloat::new(ty);

@@ -31,8 +31,6 @@ pub(crate) trait XInt: Copy + Send + Sync + PartialOrd + Eq + 'static {
     /// The shift amount as an unsigned number (negative amounts are huge, as in XLA).
     fn amount(self) -> u64;
     fn shl(self, n: u32) -> Self;
-    /// Arithmetic shift for signed types, logical for unsigned.
-    fn shr_a(self, n: u32) -> Self;
     fn shr_l(self, n: u32) -> Self;
     /// Is the value negative (always false for unsigned types)?
     fn is_neg(self) -> bool;
@@ -142,10 +140,6 @@ macro_rules! impl_xint {
                 self.wrapping_shl(n)
             }
             #[inline(always)]
-            fn shr_a(self, n: u32) -> Self {
-                self.wrapping_shr(n)
-            }
-            #[inline(always)]
             fn shr_l(self, n: u32) -> Self {
                 ((self as $u).wrapping_shr(n)) as $t
             }
@@ -209,18 +203,22 @@ pub(crate) fn shift_right_logical<T: XInt>(x: T, n: T, bits: u32) -> T {
     }
 }
 
-/// XLA's shift-right-arithmetic: amounts ≥ the logical width give the sign fill (-1 or 0).
+/// XLA's shift-right-arithmetic: the bits are shifted as a signed number of the logical
+/// width even for unsigned types (XLA:CPU: u8 0xfe >> 1 = 0xff); amounts ≥ the width give
+/// the sign fill (all ones or 0).
 #[inline(always)]
 pub(crate) fn shift_right_arithmetic<T: XInt>(x: T, n: T, bits: u32) -> T {
     let a = n.amount();
-    if a >= bits as u64 {
-        if x.is_neg() {
-            T::ZERO.wsub(T::ONE)
-        } else {
-            T::ZERO
-        }
+    let raw = x.to_i128() & ((1i128 << bits) - 1);
+    let signed = if (raw >> (bits - 1)) & 1 == 1 {
+        raw - (1i128 << bits)
     } else {
-        x.shr_a(a as u32)
+        raw
+    };
+    if a >= bits as u64 {
+        T::from_i128(if signed < 0 { -1 } else { 0 })
+    } else {
+        T::from_i128(signed >> a)
     }
 }
 
@@ -274,6 +272,10 @@ mod tests {
         assert_eq!(shift_right_arithmetic(-8i32, 40, 32), -1);
         assert_eq!(shift_right_arithmetic(8i32, 40, 32), 0);
         assert_eq!(shift_right_logical(-8i32, 28, 32), 15);
+        // XLA:CPU (fixture bitwise_shift_mixed): arithmetic shift of unsigned bits.
+        assert_eq!(shift_right_arithmetic(0xfcu8, 1, 8), 0xfe);
+        assert_eq!(shift_right_arithmetic(0x80u8, 9, 8), 0xff);
+        assert_eq!(shift_right_arithmetic(-8i8, 1, 4), -4);
         // s4 value -8 (stored as i8 -8): logical shift by 1 within 4 bits gives 0b0100 = 4.
         assert_eq!(shift_right_logical(-8i8, 1, 4), 4);
     }

@@ -6,13 +6,19 @@
 //! XLA elementwise operands have equal shapes, so there is no broadcasting path. Narrow floats
 //! (bf16, f16) are computed in f32 and rounded to nearest even once per op, as XLA:CPU does.
 //! The 8-bit float formats are decoded to f32, computed, and re-encoded (nearest even).
+//!
+//! Denormals: XLA:CPU runs with flush-to-zero and denormals-are-zero (observed on the oracle
+//! fixtures: f32 and f64 arithmetic, compares and f32 → f64 converts treat subnormal inputs as
+//! ±0 and flush subnormal results to ±0). bf16 arithmetic happens in f32, so it flushes
+//! at the f32 threshold. [`daz32`]/[`daz64`] reproduce it where XLA's machine code is
+//! subject to it (arithmetic, FLOAT compares, clamp, float converts); bit-level ops
+//! (negate, abs, reduce-precision, total-order compares, data movement) keep subnormals.
 
 mod binary;
 mod compare;
 mod convert;
 mod int;
 mod reduce_precision;
-mod round;
 mod select;
 mod unary;
 
@@ -21,7 +27,6 @@ pub use compare::compare;
 pub(crate) use convert::convert_data;
 pub use convert::{bitcast_convert, convert};
 pub use reduce_precision::reduce_precision;
-pub(crate) use round::{f64_to_bf16, f64_to_f16};
 pub(crate) use select::wrap_like;
 pub use select::{clamp, select};
 pub use unary::unary;
@@ -97,6 +102,26 @@ where
             .zip(c)
             .map(|((&x, &y), &z)| f(x, y, z))
             .collect()
+    }
+}
+
+/// Flushes an f32 subnormal to zero of the same sign (DAZ on inputs, FTZ on results).
+#[inline(always)]
+pub(crate) fn daz32(x: f32) -> f32 {
+    if x.is_subnormal() {
+        0f32.copysign(x)
+    } else {
+        x
+    }
+}
+
+/// Flushes an f64 subnormal to zero of the same sign.
+#[inline(always)]
+pub(crate) fn daz64(x: f64) -> f64 {
+    if x.is_subnormal() {
+        0f64.copysign(x)
+    } else {
+        x
     }
 }
 

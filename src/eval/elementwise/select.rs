@@ -1,7 +1,7 @@
 //! `select` (scalar or array predicate) and `clamp` (scalar or array bounds).
 
 use super::binary::{fmax, fmin};
-use super::{map1, map2, map3, result_shape};
+use super::{daz32, daz64, map1, map2, map3, result_shape};
 use crate::eval::{err, EvalError, KResult, Value};
 use crate::hlo::Instruction;
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape};
@@ -176,9 +176,18 @@ pub fn clamp(ins: &Instruction, ops: &[&Value]) -> KResult {
         (D::U16(l), D::U16(v), D::U16(h)) => D::U16(ord!(l, v, h)),
         (D::U32(l), D::U32(v), D::U32(h)) => D::U32(ord!(l, v, h)),
         (D::U64(l), D::U64(v), D::U64(h)) => D::U64(ord!(l, v, h)),
-        (D::F32(l), D::F32(v), D::F32(h)) => D::F32(flt!(l, v, h)),
-        (D::F64(l), D::F64(v), D::F64(h)) => D::F64(flt!(l, v, h)),
-        (D::BF16(l), D::BF16(v), D::BF16(h)) => D::BF16(flt!(l, v, h)),
+        (D::F32(l), D::F32(v), D::F32(h)) => D::F32(clamp_loop(l, v, h, lo_s, hi_s, |l, v, h| {
+            fmin(fmax(daz32(v), daz32(l)), daz32(h))
+        })),
+        (D::F64(l), D::F64(v), D::F64(h)) => D::F64(clamp_loop(l, v, h, lo_s, hi_s, |l, v, h| {
+            fmin(fmax(daz64(v), daz64(l)), daz64(h))
+        })),
+        (D::BF16(l), D::BF16(v), D::BF16(h)) => {
+            D::BF16(clamp_loop(l, v, h, lo_s, hi_s, |l, v, h| {
+                let d = |x: half::bf16| half::bf16::from_f32(daz32(x.to_f32()));
+                fmin(fmax(d(v), d(l)), d(h))
+            }))
+        }
         (D::F16(l), D::F16(v), D::F16(h)) => D::F16(flt!(l, v, h)),
         _ => return err(format!("clamp is not defined for element type {}", out.ty)),
     };

@@ -1,13 +1,15 @@
-//! Unary elementwise ops. Float functions are evaluated in f64 and rounded once to the
-//! result type (for the exactly rounded ops — negate, abs, floor, ceil, round, sqrt — this is
+//! Unary elementwise ops. Float functions are evaluated in f64 and rounded to the result
+//! type (bf16/f16 through f32, as XLA computes them in f32) (for the exactly rounded ops — negate, abs, floor, ceil, round, sqrt — this is
 //! the correctly rounded result, identical to computing in f32; for transcendentals it is the
 //! exact value, within a few ULP of XLA:CPU's own approximations).
 
 use super::int::XInt;
-use super::{check_same_dims, map1, normalize_subbyte, result_shape, ty_bits, Minifloat};
-use super::{f64_to_bf16, f64_to_f16};
+use super::{
+    check_same_dims, daz32, daz64, map1, normalize_subbyte, result_shape, ty_bits, Minifloat,
+};
 use crate::eval::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction, Opcode};
+use half::{bf16, f16};
 use num_complex::Complex;
 
 /// Applies `f` (defined on f64) to every element of a float array, rounding once to its type.
@@ -17,15 +19,34 @@ where
 {
     use ArrayData as D;
     Some(match data {
-        D::F32(v) => D::F32(map1(v, |x| f(x as f64) as f32)),
-        D::F64(v) => D::F64(map1(v, &f)),
-        D::BF16(v) => D::BF16(map1(v, |x| f64_to_bf16(f(x.to_f64())))),
-        D::F16(v) => D::F16(map1(v, |x| f64_to_f16(f(x.to_f64())))),
+        // Subnormal inputs read as ±0 and subnormal results flush to ±0 (XLA:CPU's DAZ/FTZ).
+        D::F32(v) => D::F32(map1(v, |x| daz32(f(daz32(x) as f64) as f32))),
+        D::F64(v) => D::F64(map1(v, |x| daz64(f(daz64(x))))),
+        // Narrow floats: XLA computes in f32 and rounds the f32 result to the narrow type.
+        D::BF16(v) => D::BF16(map1(v, |x| {
+            bf16::from_f32(daz32(f(daz32(x.to_f32()) as f64) as f32))
+        })),
+        D::F16(v) => D::F16(map1(v, |x| f16::from_f32(f(x.to_f64()) as f32))),
         D::Bits8(v) if ty.is_narrow_float() => {
             let mf = Minifloat::new(ty);
             D::Bits8(map1(v, |x| mf.encode(f(mf.decode(x) as f64))))
         }
         _ => return None,
+    })
+}
+
+/// Sign-bit operations (abs, negate): XLA:CPU does them on the bits, so subnormals survive.
+fn float_bits_map<F>(data: &ArrayData, ty: ElementType, f: F) -> Option<ArrayData>
+where
+    F: Fn(f64) -> f64 + Sync + Send,
+{
+    use ArrayData as D;
+    Some(match data {
+        D::F32(v) => D::F32(map1(v, |x| f(x as f64) as f32)),
+        D::F64(v) => D::F64(map1(v, &f)),
+        D::BF16(v) => D::BF16(map1(v, |x| bf16::from_f64(f(x.to_f64())))),
+        D::F16(v) => D::F16(map1(v, |x| f16::from_f64(f(x.to_f64())))),
+        _ => return float_map(data, ty, f),
     })
 }
 
@@ -121,9 +142,10 @@ pub(crate) fn unary_data(
                 Complex::new(z.re as f64, z.im as f64).norm() as f32
             }))),
             D::C128(v) => Some(D::F64(map1(v, |z| z.norm()))),
-            _ => fl(f64::abs).or_else(|| int_map!(data, nbits, |x, bits| x.wabs())),
+            _ => float_bits_map(data, ty, f64::abs)
+                .or_else(|| int_map!(data, nbits, |x, bits| x.wabs())),
         },
-        O::Negate => fl(|x| -x)
+        O::Negate => float_bits_map(data, ty, |x| -x)
             .or_else(|| complex_map(data, |z| -z))
             .or_else(|| int_map!(data, nbits, |x, bits| x.wneg())),
         O::Sign => fl(float_sign)
