@@ -3,6 +3,7 @@
 pub mod device;
 pub mod eval;
 pub mod hlo;
+pub mod io;
 pub mod math;
 pub mod neuron;
 pub mod passes;
