@@ -1,7 +1,8 @@
 //! `hlosim run`: execute a module on arguments from `.npz`/`.npy` files and write or
 //! summarise its outputs.
 
-use super::common::load_module;
+use super::common::{load_module, TransformArgs};
+use hlosim::device::{act_engine::TableSet, execute_on_device, machine::Machine, roster::{Chooser, Roster}, DeviceConfig};
 use hlosim::eval::{Evaluator, Value};
 use hlosim::io::npz::{read_args, write_outputs, ArgSource};
 use hlosim::io::summary::summarize;
@@ -35,9 +36,53 @@ pub struct Args {
     /// Execution semantics.
     #[arg(long, value_enum, default_value = "reference")]
     pub mode: Mode,
-    /// Machine model for device mode (trn1, trn2, trn3 or a .toml path).
+    /// Machine model for device mode (trn1, trn2, trn3 or a .toml path); checked here, used
+    /// for timing by `hlosim profile`.
     #[arg(long)]
     pub machine: Option<String>,
+    #[command(flatten)]
+    pub transform: TransformArgs,
+    /// Device mode: how activation table sets are chosen.
+    #[arg(long, value_enum, default_value = "first-fit")]
+    pub chooser: ChooserArg,
+    /// Device mode: a custom roster (act_info.json) instead of the bundled Trainium one.
+    #[arg(long, value_name = "ACT_INFO.json")]
+    pub roster: Option<PathBuf>,
+    /// Device mode: a directory of activation tables (<function>.json) instead of the bundled
+    /// ones, e.g. tables built with `hlosim lut build`.
+    #[arg(long, value_name = "DIR")]
+    pub tables: Option<PathBuf>,
+    /// Print findings, table loads and output shapes as JSON on stdout (device mode).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How activation table sets are chosen in device mode.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChooserArg {
+    /// neuronx-cc's greedy first fit.
+    FirstFit,
+    /// Fewest table loads over the whole activation sequence.
+    Optimal,
+}
+
+fn device_config(a: &Args) -> Result<DeviceConfig, String> {
+    let roster = match &a.roster {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            Roster::from_json(&text).map_err(|e| format!("{}: {e}", p.display()))?
+        }
+        None => Roster::trainium(),
+    };
+    let tables = match &a.tables {
+        Some(d) => TableSet::load_dir(d)?,
+        None => TableSet::trainium(),
+    };
+    let chooser = match a.chooser {
+        ChooserArg::FirstFit => Chooser::FirstFit,
+        ChooserArg::Optimal => Chooser::Optimal,
+    };
+    Ok(DeviceConfig { roster, tables, chooser })
 }
 
 /// True when `a` and `b` name the same existing file.
@@ -49,14 +94,11 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 pub fn run(a: Args) -> Result<ExitCode, String> {
-    if a.mode == Mode::Device {
-        return Err(
-            "--mode device is not available yet (the device executor is being built); use --mode reference"
-                .into(),
-        );
-    }
-    if a.machine.is_some() {
-        eprintln!("note: --machine only affects --mode device; ignored");
+    if let Some(m) = &a.machine {
+        Machine::resolve(m).map_err(|e| e.to_string())?;
+        if a.mode == Mode::Reference {
+            eprintln!("note: --machine only affects --mode device; ignored");
+        }
     }
     if let Some(out) = &a.out {
         let inputs = std::iter::once(&a.module)
@@ -71,7 +113,8 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
             }
         }
     }
-    let m = load_module(&a.module)?;
+    let mut m = load_module(&a.module)?;
+    a.transform.apply(&mut m)?;
     let src = match (&a.args, a.arg.is_empty()) {
         (Some(p), _) => ArgSource::Npz(p.clone()),
         (None, false) => ArgSource::Npy(a.arg.clone()),
@@ -79,7 +122,25 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     };
     let args = read_args(&m, &src).map_err(|e| e.to_string())?;
     let values = args.into_iter().map(Value::array).collect();
-    let result = Evaluator::new(&m).run(values).map_err(|e| e.to_string())?;
+    let result = match a.mode {
+        Mode::Reference => Evaluator::new(&m).run(values).map_err(|e| e.to_string())?,
+        Mode::Device => {
+            let run = execute_on_device(&m, values, device_config(&a)?).map_err(|e| e.to_string())?;
+            for f in &run.findings {
+                eprintln!("{f}");
+            }
+            if !run.loads.is_empty() {
+                let sets: Vec<String> = run.loads.iter().map(|l| format!("{} before {}", l.set_name, l.before)).collect();
+                eprintln!("table loads: {} ({})", run.loads.len(), sets.join(", "));
+            }
+            if a.json {
+                let shapes: Vec<String> = run.result.leaves().iter().map(|l| l.shape.to_string()).collect();
+                let doc = serde_json::json!({ "findings": run.findings, "table_loads": run.loads, "outputs": shapes });
+                println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+            }
+            run.result
+        }
+    };
     let leaves = result.leaves();
     let refs: Vec<_> = leaves.iter().map(|l| l.as_ref()).collect();
     match &a.out {
@@ -87,6 +148,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
             write_outputs(out, &refs).map_err(|e| e.to_string())?;
             eprintln!("{} output(s) -> {}", refs.len(), out.display());
         }
+        None if a.json => {}
         None => print!("{}", summarize(&refs)),
     }
     Ok(ExitCode::SUCCESS)
