@@ -63,7 +63,10 @@ pub struct Mapping {
 fn elementwise(ins: &crate::hlo::Instruction) -> bool {
     ins.opcode.is_elementwise()
         || (ins.opcode == Opcode::CustomCall
-            && ins.custom_call_target().and_then(neuron::classify).is_some())
+            && ins
+                .custom_call_target()
+                .and_then(neuron::classify)
+                .is_some())
 }
 
 /// Builds the mapping from provenance. Parameters are not compared (both runs get the same
@@ -183,7 +186,8 @@ impl Comparer<'_> {
             let m = match compare_arrays(r, d, &tol) {
                 Ok(m) => m,
                 Err(e) => {
-                    self.errors.push(format!("'{}' vs '{tname}': {e}", oins.name));
+                    self.errors
+                        .push(format!("'{}' vs '{tname}': {e}", oins.name));
                     continue;
                 }
             };

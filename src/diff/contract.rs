@@ -114,7 +114,12 @@ pub fn check(
                     if let Some(s) = kernel_dtype(ty) {
                         push(
                             "legalize-intrinsics",
-                            format!("abstract {} on {} left unlowered (expected {}{s})", a.intrinsic, ty.map(|t| t.name()).unwrap_or("?"), a.intrinsic),
+                            format!(
+                                "abstract {} on {} left unlowered (expected {}{s})",
+                                a.intrinsic,
+                                ty.map(|t| t.name()).unwrap_or("?"),
+                                a.intrinsic
+                            ),
                         );
                         continue;
                     }
@@ -131,7 +136,10 @@ pub fn check(
                         if ins.operands.len() != 2 {
                             push(
                                 "legalize-intrinsics",
-                                format!("kernel has {} operands, expected 2 (x, n)", ins.operands.len()),
+                                format!(
+                                    "kernel has {} operands, expected 2 (x, n)",
+                                    ins.operands.len()
+                                ),
                             );
                         } else {
                             let want_n = dims_product_i32(ins);

@@ -5,11 +5,12 @@
 //! `edge_fraction` (1/16 = 6.25 %), otherwise an ordinary value.
 //! - Floats, ordinary: random sign × 2^e × (1 + f), e uniform in [−8, 3], f uniform in [0, 1):
 //!   magnitudes from 2^-8 to 16, spread over many octaves of the activation tables.
-//! - Floats, edge cases (uniform over the pool): ±0, ±inf, NaN of both signs, the smallest and
-//!   largest subnormals, the smallest normal, the largest finite, ±1, and for every activation
-//!   table the module uses (`device::act_engine::TableSet`): both signs of each clamp-corner
-//!   threshold and the float just below it, each octave's first value, each bucket's left edge
-//!   and expansion point `x` — all rounded to the parameter's dtype.
+//! - Floats, edge cases: half of them (all when the module uses no activation table) uniform
+//!   over the type specials ±0, ±inf, NaN of both signs, the smallest and largest subnormals,
+//!   the smallest normal, the largest finite and ±1; the other half uniform over the points of
+//!   every activation table the module uses (`device::act_engine::TableSet`): both signs of
+//!   each clamp-corner threshold and the float just below it, each bucket's left edge and
+//!   expansion point `x` — all rounded to the parameter's dtype.
 //! - Integers, ordinary: uniform in [max(MIN, −1000), min(MAX, 1000)]; edge cases: MIN, MAX,
 //!   0, 1 and (signed) −1. Pred: fair coin.
 //! - Index-like integer parameters (flowing, possibly through convert, reshape, bitcast, copy,
@@ -239,12 +240,11 @@ struct FloatGen<'a> {
 impl FloatGen<'_> {
     fn next(&self, r: &mut ChaCha8Rng) -> f64 {
         if self.edge_fraction > 0.0 && unit(r) < self.edge_fraction {
-            let n = (self.specials.len() + self.table.len()) as u64;
-            let i = below(r, n) as usize;
-            return if i < self.specials.len() {
-                self.specials[i]
+            // Half of the edge cases are type specials, half table points (when any).
+            return if self.table.is_empty() || r.next_u64() & 1 == 0 {
+                self.specials[below(r, self.specials.len() as u64) as usize]
             } else {
-                self.table[i - self.specials.len()] as f64
+                self.table[below(r, self.table.len() as u64) as usize] as f64
             };
         }
         let sign = if r.next_u64() & 1 == 1 { -1.0 } else { 1.0 };
@@ -280,7 +280,14 @@ fn float_specials(ty: ElementType) -> Vec<f64> {
             f64::MAX,
         ),
     };
-    let mut v = vec![0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -f64::NAN];
+    let mut v = vec![
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        -f64::NAN,
+    ];
     for x in [min_sub, max_sub, min_norm, max_fin, 1.0] {
         v.push(x);
         v.push(-x);
@@ -307,7 +314,9 @@ fn gen_array(
             table,
         };
         match ty {
-            ElementType::F16 => ArrayData::F16((0..n).map(|_| f16::from_f64(g.next(rng))).collect()),
+            ElementType::F16 => {
+                ArrayData::F16((0..n).map(|_| f16::from_f64(g.next(rng))).collect())
+            }
             ElementType::BF16 => {
                 ArrayData::BF16((0..n).map(|_| bf16::from_f64(g.next(rng))).collect())
             }
@@ -391,7 +400,11 @@ fn gen_value(
 }
 
 /// Generates arguments for every entry parameter of `module` (see the module documentation).
-pub fn generate(module: &Module, tables: &TableSet, opts: &InputOptions) -> Result<Vec<Value>, String> {
+pub fn generate(
+    module: &Module,
+    tables: &TableSet,
+    opts: &InputOptions,
+) -> Result<Vec<Value>, String> {
     if !(0.0..=1.0).contains(&opts.edge_fraction) {
         return Err(format!(
             "edge fraction {} is not in [0, 1]",
@@ -409,8 +422,14 @@ pub fn generate(module: &Module, tables: &TableSet, opts: &InputOptions) -> Resu
             let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
             rng.set_stream(i as u64);
             let ins = comp.instr(p);
-            gen_value(&ins.shape, &mut rng, opts, &table, bounds.get(&(i as i64)).copied())
-                .map_err(|e| format!("parameter {i} ('{}'): {e}", ins.name))
+            gen_value(
+                &ins.shape,
+                &mut rng,
+                opts,
+                &table,
+                bounds.get(&(i as i64)).copied(),
+            )
+            .map_err(|e| format!("parameter {i} ('{}'): {e}", ins.name))
         })
         .collect()
 }

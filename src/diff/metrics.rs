@@ -157,9 +157,15 @@ pub fn unflatten(mut flat: usize, dims: &[i64]) -> Vec<i64> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Pair {
     /// Same value (or both NaN / same infinity).
-    Equal { both_nan: bool },
+    Equal {
+        both_nan: bool,
+    },
     /// Finite values at these distances.
-    Finite { ulp: u64, abs: f64, rel: Option<f64> },
+    Finite {
+        ulp: u64,
+        abs: f64,
+        rel: Option<f64>,
+    },
     NanMismatch,
     InfMismatch,
 }
@@ -289,15 +295,23 @@ pub fn compare_arrays(
         (D::F64(a), D::F64(b)) => compute(a, b, tol, dims, &mut m),
         // Complex and raw-bit (f8/f4) arrays: exact bitwise comparison.
         (D::C64(a), D::C64(b)) => {
-            let ra: Vec<u64> = a.iter().map(|c| (c.re.to_bits() as u64) << 32 | c.im.to_bits() as u64).collect();
-            let rb: Vec<u64> = b.iter().map(|c| (c.re.to_bits() as u64) << 32 | c.im.to_bits() as u64).collect();
+            let ra: Vec<u64> = a
+                .iter()
+                .map(|c| (c.re.to_bits() as u64) << 32 | c.im.to_bits() as u64)
+                .collect();
+            let rb: Vec<u64> = b
+                .iter()
+                .map(|c| (c.re.to_bits() as u64) << 32 | c.im.to_bits() as u64)
+                .collect();
             compute(&ra, &rb, &Tolerance::EXACT, dims, &mut m)
         }
         (D::C128(a), D::C128(b)) => {
             let ne = a
                 .iter()
                 .zip(b)
-                .map(|(x, y)| (x.re.to_bits() != y.re.to_bits() || x.im.to_bits() != y.im.to_bits()) as u8)
+                .map(|(x, y)| {
+                    (x.re.to_bits() != y.re.to_bits() || x.im.to_bits() != y.im.to_bits()) as u8
+                })
                 .collect::<Vec<u8>>();
             compute(&vec![0u8; ne.len()], &ne, &Tolerance::EXACT, dims, &mut m)
         }
@@ -378,10 +392,16 @@ mod tests {
         let s = f32::from_bits(1);
         assert!(matches!(classify(-s, s), Pair::Finite { ulp: 2, .. }));
         assert_eq!(classify(-0.0f32, 0.0), Pair::Equal { both_nan: false });
-        assert_eq!(classify(f32::NAN, -f32::NAN), Pair::Equal { both_nan: true });
+        assert_eq!(
+            classify(f32::NAN, -f32::NAN),
+            Pair::Equal { both_nan: true }
+        );
         assert_eq!(classify(f32::NAN, 1.0), Pair::NanMismatch);
         assert_eq!(classify(f32::INFINITY, f32::MAX), Pair::InfMismatch);
-        assert_eq!(classify(f32::INFINITY, f32::INFINITY), Pair::Equal { both_nan: false });
+        assert_eq!(
+            classify(f32::INFINITY, f32::INFINITY),
+            Pair::Equal { both_nan: false }
+        );
         // bf16: 1.0 = 0x3f80, 1.0078125 = 0x3f81 → 1 ULP.
         assert!(matches!(
             classify(bf16::from_bits(0x3f80), bf16::from_bits(0x3f81)),
@@ -391,10 +411,28 @@ mod tests {
 
     #[test]
     fn array_metrics_by_hand() {
-        let r = f32s(vec![1.0, 2.0, 0.0, f32::NAN, f32::NAN, 5.0, f32::INFINITY, 8.0]);
+        let r = f32s(vec![
+            1.0,
+            2.0,
+            0.0,
+            f32::NAN,
+            f32::NAN,
+            5.0,
+            f32::INFINITY,
+            8.0,
+        ]);
         let one_up = f32::from_bits(0x3f80_0001);
         let two_plus_5 = f32::from_bits(2.0f32.to_bits() + 5);
-        let d = f32s(vec![one_up, two_plus_5, -0.0, f32::NAN, 3.0, f32::NAN, 1.0, 8.0]);
+        let d = f32s(vec![
+            one_up,
+            two_plus_5,
+            -0.0,
+            f32::NAN,
+            3.0,
+            f32::NAN,
+            1.0,
+            8.0,
+        ]);
         let m = compare_arrays(&r, &d, &Tolerance::ulps(4)).unwrap();
         assert_eq!(m.elements, 8);
         assert_eq!(m.max_ulp, 5);

@@ -24,6 +24,8 @@ pub use metrics::{compare_arrays, Metrics};
 pub use report::{DiffReport, OutputReport};
 pub use tolerance::{Tolerance, Tolerances};
 
+use crate::device::machine::Machine;
+use crate::device::schedule::profile_module;
 use crate::device::{execute_on_device_observed, DeviceConfig};
 use crate::eval::{Evaluator, Value};
 use crate::hlo::{InstrId, Module};
@@ -40,8 +42,8 @@ pub struct DiffOptions {
     pub max_examples: usize,
     /// How the inputs were obtained (copied into the report).
     pub inputs_description: String,
-    /// Machine model name (copied into the report).
-    pub machine: Option<String>,
+    /// Machine model for the time estimate of the transformed module (none: no estimate).
+    pub machine: Option<Machine>,
 }
 
 impl Default for DiffOptions {
@@ -93,7 +95,7 @@ pub fn diff_module(
         module: original.name.clone(),
         passes: Vec::new(),
         inputs: opts.inputs_description.clone(),
-        machine: opts.machine.clone(),
+        machine: opts.machine.as_ref().map(|m| m.name.clone()),
         tolerances: opts.tolerances.entries(),
         passed: false,
         transform_error: None,
@@ -126,6 +128,11 @@ pub fn diff_module(
         .filter(|r| r.changed.is_some())
         .map(|r| r.name.to_string())
         .collect();
+    report.estimated_time_us = opts.machine.as_ref().and_then(|m| {
+        profile_module(&transformed, m, device.chooser)
+            .ok()
+            .map(|(_, p)| p.total_us)
+    });
     let ran: Vec<&str> = report.passes.iter().map(|s| s.as_str()).collect();
     report.contract_violations = contract::check(original, &transformed, &out.provenance, &ran);
 

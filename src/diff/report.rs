@@ -107,7 +107,15 @@ impl DiffReport {
             let _ = writeln!(
                 s,
                 "\n{:<5} {:<22} {:>10} {:>10} {:>7} {:>12} {:>6} {:>6} {:>8}  tolerance",
-                "out", "shape", "max abs", "max rel", "ulp", "beyond tol", "NaN≠", "inf≠", "NaN=NaN"
+                "out",
+                "shape",
+                "max abs",
+                "max rel",
+                "ulp",
+                "beyond tol",
+                "NaN≠",
+                "inf≠",
+                "NaN=NaN"
             );
         }
         for o in &self.outputs {
@@ -115,7 +123,11 @@ impl DiffReport {
             let shape = format!(
                 "{}[{}]",
                 m.dtype,
-                m.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")
+                m.dims
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
             );
             let _ = writeln!(
                 s,
@@ -194,7 +206,15 @@ impl DiffReport {
                 }
             }
             None if self.transform_error.is_none() => {
-                let _ = writeln!(s, "\nno instruction diverges beyond tolerance");
+                let _ = writeln!(
+                    s,
+                    "\nno instruction {} beyond tolerance",
+                    if self.device_error.is_some() {
+                        "diverged before the device run stopped"
+                    } else {
+                        "diverges"
+                    }
+                );
             }
             None => {}
         }
