@@ -208,11 +208,11 @@ impl DiffReport {
             None if self.transform_error.is_none() => {
                 let _ = writeln!(
                     s,
-                    "\nno instruction {} beyond tolerance",
+                    "\nno instruction {}",
                     if self.device_error.is_some() {
-                        "diverged before the device run stopped"
+                        "diverged beyond tolerance before the device run stopped"
                     } else {
-                        "diverges"
+                        "diverges beyond tolerance"
                     }
                 );
             }
