@@ -234,7 +234,7 @@ fn compute<T: Elem>(r: &[T], d: &[T], tol: &Tolerance, dims: &[i64], m: &mut Met
         if !pair_ok(p, tol) {
             m.beyond_tolerance += 1;
         }
-        if worst.map_or(true, |(_, w)| severity(p) > severity(w)) {
+        if worst.is_none_or(|(_, w)| severity(p) > severity(w)) {
             worst = Some((i, p));
         }
     }
