@@ -1,7 +1,7 @@
 //! Front end: every real corpus module and every fixture module (most lowered from JAX)
 //! parses, verifies, prints, and re-parses to an equal module; the printed text equals the
 //! committed copy that XLA's own parser accepted (`tests/fixtures/xla_accepts/`, recorded
-//! with `tools/fixtures/record_xla_accepts.sh`); the invalid corpus files are rejected at the
+//! with `tools/fixtures/record_xla_accepts.py`); the invalid corpus files are rejected at the
 //! right line:column.
 
 use hlosim::hlo::{parse_module, print_module, verify_module};
@@ -47,11 +47,11 @@ fn round_trip(path: &Path) -> String {
 
 fn check_against_xla_accepted(printed: &str, fixture: &Path) {
     let accepted = std::fs::read_to_string(fixture).unwrap_or_else(|_| {
-        panic!("missing {}: run tools/fixtures/record_xla_accepts.sh to check the printed text with XLA", fixture.display())
+        panic!("missing {}: run tools/fixtures/record_xla_accepts.py to check the printed text with XLA", fixture.display())
     });
     assert!(
         printed == accepted,
-        "printed text differs from {} (the text XLA accepted); re-run tools/fixtures/record_xla_accepts.sh",
+        "printed text differs from {} (the text XLA accepted); re-run tools/fixtures/record_xla_accepts.py",
         fixture.display()
     );
 }

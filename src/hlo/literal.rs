@@ -238,16 +238,12 @@ pub(crate) fn format_float(value: f64, raw: u64, bits: u32, mant: u32) -> String
     if value == 0.0 {
         return if sign { "-0".into() } else { "0".into() };
     }
-    // Shortest representation in the value's own precision.
-    let text = match bits {
+    // Shortest representation in the value's own precision; for the 16-bit formats the f32
+    // shortest form of the exact value reads back exactly.
+    match bits {
         64 => shortest(value),
-        32 => shortest_f32(value as f32),
-        _ => {
-            // 16-bit formats: the f32 shortest form of the exact value reads back exactly.
-            shortest_f32(value as f32)
-        }
-    };
-    text
+        _ => shortest_f32(value as f32),
+    }
 }
 
 fn shortest(v: f64) -> String {

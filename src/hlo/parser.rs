@@ -41,6 +41,9 @@ pub fn parse_shape(text: &str) -> Result<Shape, ParseError> {
     Ok(s)
 }
 
+/// A computation signature as written: named parameter shapes and the result shape.
+type Signature = (Vec<(String, Shape, Loc)>, Shape);
+
 struct Parser<'a> {
     c: Cursor<'a>,
     /// Computations defined so far: name → index. XLA requires a computation to be
@@ -129,7 +132,7 @@ impl<'a> Parser<'a> {
             name = self.c.expect_name("computation name after ENTRY")?;
         }
         let name = name.to_string();
-        let mut signature: Option<(Vec<(String, Shape, Loc)>, Shape)> = None;
+        let mut signature: Option<Signature> = None;
         if self.c.looking_at(b'(')? {
             self.c.expect(b'(', "to open the computation signature")?;
             let mut params = Vec::new();
@@ -340,7 +343,7 @@ impl<'a> Parser<'a> {
 
     /// Whether a shape (element type followed by `[`) starts next.
     fn at_shape_start(&mut self) -> bool {
-        let rest_is_shape = {
+        {
             let mut k = 0;
             while self.c.peek_at(k).is_ascii_alphanumeric() {
                 k += 1;
@@ -352,8 +355,7 @@ impl<'a> Parser<'a> {
                 }
                 ElementType::from_name(&w).is_some()
             }
-        };
-        rest_is_shape
+        }
     }
 
     fn enter(&mut self) -> PResult<()> {

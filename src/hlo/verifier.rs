@@ -774,7 +774,7 @@ fn verify_dot(ctx: &Ctx) -> Result<(), VerifyError> {
 fn verify_reduce(ctx: &Ctx) -> Result<(), VerifyError> {
     let ins = ctx.ins;
     let n = ins.operands.len();
-    if n % 2 != 0 {
+    if !n.is_multiple_of(2) {
         return ctx.err("reduce takes as many init values as inputs");
     }
     let k = n / 2;
@@ -997,7 +997,7 @@ fn verify_gather(ctx: &Ctx) -> Result<(), VerifyError> {
 fn verify_scatter(ctx: &Ctx) -> Result<(), VerifyError> {
     let ins = ctx.ins;
     let n = ins.operands.len();
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         return ctx.err("scatter takes k operands, one index array and k updates");
     }
     let k = n / 2;
@@ -1103,7 +1103,7 @@ fn window_output(ctx: &Ctx, n: i64, w: &WindowDim) -> Result<i64, VerifyError> {
 fn verify_reduce_window(ctx: &Ctx) -> Result<(), VerifyError> {
     let ins = ctx.ins;
     let n = ins.operands.len();
-    if n % 2 != 0 {
+    if !n.is_multiple_of(2) {
         return ctx.err("reduce-window takes as many init values as inputs");
     }
     let o = ctx.op_array(0)?.clone();

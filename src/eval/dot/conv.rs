@@ -1,0 +1,321 @@
+//! convolution with XLA's full semantics: dimension labels, window strides, padding, base
+//! (lhs) dilation, window (rhs) dilation, window reversal, feature_group_count and
+//! batch_group_count. A direct loop: for each output element, the valid kernel positions are
+//! found per spatial dimension and the input features of its group are accumulated (in the
+//! compute type of [`super::convert`], rounded once to the result type).
+
+use super::convert::{self, Compute};
+use crate::eval::reduce::{arrays, result_shapes, PARALLEL_WORK};
+use crate::eval::util::strides;
+use crate::eval::{err, EvalError, KResult, Value};
+use crate::hlo::{ArrayData, ArrayLiteral, Instruction, WindowDim};
+use num_complex::Complex;
+use rayon::prelude::*;
+
+/// Everything the inner loop needs, in element offsets.
+struct Geom {
+    /// Output batch, output features, output spatial sizes.
+    out_batch: usize,
+    out_feat: usize,
+    out_sp: Vec<usize>,
+    in_sp: Vec<usize>,
+    /// Input strides of batch, feature, spatial dims.
+    is_b: usize,
+    is_f: usize,
+    is_sp: Vec<usize>,
+    /// Kernel strides of input feature, output feature, spatial dims.
+    ks_i: usize,
+    ks_o: usize,
+    ks_sp: Vec<usize>,
+    win: Vec<WindowDim>,
+    /// Input features per feature group (kernel input feature size).
+    cin_g: usize,
+    /// Output features per feature group and per batch group.
+    out_per_fg: usize,
+    out_per_bg: usize,
+    /// Input batch elements per batch group (= output batch).
+    batch_per_bg: usize,
+}
+
+/// convolution: see the module documentation.
+pub fn convolution(ins: &Instruction, ops: &[&Value]) -> KResult {
+    let ops = arrays(ops)?;
+    if ops.len() != 2 {
+        return err(format!("convolution takes 2 operands, got {}", ops.len()));
+    }
+    let (input, kernel) = (ops[0], ops[1]);
+    let out_shape = result_shapes(ins)
+        .into_iter()
+        .next()
+        .ok_or_else(|| EvalError::new("convolution must produce an array"))?;
+    let cd = ins
+        .attrs
+        .conv_dims
+        .as_ref()
+        .ok_or_else(|| EvalError::new("convolution has no dim_labels="))?;
+    let nsp = cd.input_spatial.len();
+    if cd.kernel_spatial.len() != nsp || cd.output_spatial.len() != nsp {
+        return err("convolution dim_labels have different numbers of spatial dimensions");
+    }
+    let check = |rank: usize, dims: Vec<i64>, what: &str| {
+        crate::eval::reduce::check_dims(&dims, rank, what)?;
+        if dims.len() != rank {
+            return err(format!("{what} label {} of {rank} dimensions", dims.len()));
+        }
+        Ok(())
+    };
+    let cat = |a: i64, b: i64, s: &[i64]| {
+        let mut v = vec![a, b];
+        v.extend_from_slice(s);
+        v
+    };
+    check(
+        input.shape.rank(),
+        cat(cd.input_batch, cd.input_feature, &cd.input_spatial),
+        "convolution input dim_labels",
+    )?;
+    check(
+        kernel.shape.rank(),
+        cat(
+            cd.kernel_input_feature,
+            cd.kernel_output_feature,
+            &cd.kernel_spatial,
+        ),
+        "convolution kernel dim_labels",
+    )?;
+    check(
+        out_shape.rank(),
+        cat(cd.output_batch, cd.output_feature, &cd.output_spatial),
+        "convolution output dim_labels",
+    )?;
+    let win: Vec<WindowDim> = match &ins.attrs.window {
+        Some(w) => w.dims.clone(),
+        None if nsp == 0 => Vec::new(),
+        None => return err("convolution has no window="),
+    };
+    if win.len() != nsp {
+        return err(format!(
+            "convolution window has {} dimensions, the labels have {nsp} spatial dimensions",
+            win.len()
+        ));
+    }
+    let (id, kd, od) = (input.dims(), kernel.dims(), &out_shape.dims);
+    let u = |x: i64| x as usize;
+    let fgc = ins.attrs.feature_group_count.unwrap_or(1);
+    let bgc = ins.attrs.batch_group_count.unwrap_or(1);
+    let n = id[u(cd.input_batch)];
+    let cin = id[u(cd.input_feature)];
+    let kin = kd[u(cd.kernel_input_feature)];
+    let kout = kd[u(cd.kernel_output_feature)];
+    if fgc < 1 || bgc < 1 || cin != kin * fgc || kout % fgc != 0 || kout % bgc != 0 || n % bgc != 0
+    {
+        return err(format!(
+            "convolution groups are inconsistent: input features {cin}, kernel input features \
+             {kin}, kernel output features {kout}, input batch {n}, feature_group_count {fgc}, \
+             batch_group_count {bgc}"
+        ));
+    }
+    let mut want = vec![0i64; out_shape.rank()];
+    want[u(cd.output_batch)] = n / bgc;
+    want[u(cd.output_feature)] = kout;
+    for d in 0..nsp {
+        let w = &win[d];
+        let ksz = kd[u(cd.kernel_spatial[d])];
+        if w.size != ksz || w.stride < 1 || w.base_dilation < 1 || w.window_dilation < 1 {
+            return err(format!(
+                "convolution window dimension {d} (size {}, stride {}, dilations {}/{}) does \
+                 not fit kernel spatial size {ksz}",
+                w.size, w.stride, w.base_dilation, w.window_dilation
+            ));
+        }
+        let isz = id[u(cd.input_spatial[d])];
+        let dilated = if isz == 0 {
+            0
+        } else {
+            (isz - 1) * w.base_dilation + 1
+        };
+        let padded = dilated + w.pad_lo + w.pad_hi;
+        let span = (w.size - 1) * w.window_dilation + 1;
+        want[u(cd.output_spatial[d])] = if padded >= span && w.size > 0 {
+            (padded - span) / w.stride + 1
+        } else {
+            0
+        };
+    }
+    if &want != od {
+        return err(format!(
+            "convolution result is declared {out_shape}, the operands and window give \
+             dimensions {want:?}"
+        ));
+    }
+    let (is, ks) = (strides(id), strides(kd));
+    let g = Geom {
+        out_batch: u(n / bgc),
+        out_feat: u(kout),
+        out_sp: cd.output_spatial.iter().map(|&d| u(od[u(d)])).collect(),
+        in_sp: cd.input_spatial.iter().map(|&d| u(id[u(d)])).collect(),
+        is_b: is[u(cd.input_batch)],
+        is_f: is[u(cd.input_feature)],
+        is_sp: cd.input_spatial.iter().map(|&d| is[u(d)]).collect(),
+        ks_i: ks[u(cd.kernel_input_feature)],
+        ks_o: ks[u(cd.kernel_output_feature)],
+        ks_sp: cd.kernel_spatial.iter().map(|&d| ks[u(d)]).collect(),
+        win,
+        cin_g: u(kin),
+        out_per_fg: u(kout / fgc),
+        out_per_bg: u(kout / bgc),
+        batch_per_bg: u(n / bgc),
+    };
+    // Output offsets of (batch, feature, spatial...) in canonical order.
+    let os = strides(od);
+    let canon_sizes: Vec<usize> = [g.out_batch, g.out_feat]
+        .into_iter()
+        .chain(g.out_sp.iter().copied())
+        .collect();
+    let canon_strides: Vec<usize> = [os[u(cd.output_batch)], os[u(cd.output_feature)]]
+        .into_iter()
+        .chain(cd.output_spatial.iter().map(|&d| os[u(d)]))
+        .collect();
+    let out_off = crate::eval::reduce::index_offsets(&canon_sizes, &canon_strides);
+    let all_in: Vec<usize> = (0..input.data.len()).collect();
+    let all_k: Vec<usize> = (0..kernel.data.len()).collect();
+    let ty = out_shape.ty;
+    let (it, kt) = (input.ty(), kernel.ty());
+    let data = match Compute::for_result(ty)? {
+        Compute::F32 => {
+            let a = convert::gather_f32(&input.data, it, &all_in);
+            let k = convert::gather_f32(&kernel.data, kt, &all_k);
+            let v = conv_loop(&a, &k, &g, 0f32, |acc, x, y| acc + x * y);
+            convert::from_f32(ty, scatter_out(v, &out_off))
+        }
+        Compute::F64 => {
+            let a = convert::gather_f64(&input.data, it, &all_in);
+            let k = convert::gather_f64(&kernel.data, kt, &all_k);
+            ArrayData::F64(scatter_out(
+                conv_loop(&a, &k, &g, 0f64, |acc, x, y| acc + x * y),
+                &out_off,
+            ))
+        }
+        Compute::I64 => {
+            let a = convert::gather_i64(&input.data, it, &all_in)?;
+            let k = convert::gather_i64(&kernel.data, kt, &all_k)?;
+            let v = conv_loop(&a, &k, &g, 0i64, |acc, x, y| {
+                acc.wrapping_add(x.wrapping_mul(y))
+            });
+            convert::from_i64(ty, scatter_out(v, &out_off))
+        }
+        Compute::Complex => {
+            let a = convert::gather_c64(&input.data, it, &all_in);
+            let k = convert::gather_c64(&kernel.data, kt, &all_k);
+            let v = conv_loop(&a, &k, &g, Complex::new(0.0, 0.0), |acc, x, y| acc + x * y);
+            convert::from_c(ty, scatter_out(v, &out_off))
+        }
+    };
+    Ok(Value::array(ArrayLiteral {
+        shape: out_shape,
+        data,
+    }))
+}
+
+/// Places values computed in canonical (batch, feature, spatial) order at their offsets.
+fn scatter_out<T: Copy + Default>(v: Vec<T>, off: &[usize]) -> Vec<T> {
+    let mut out = vec![T::default(); v.len()];
+    for (x, &o) in v.into_iter().zip(off) {
+        out[o] = x;
+    }
+    out
+}
+
+/// Valid (input offset, kernel offset) pairs of spatial dimension `d` for output coordinate
+/// `s`, in kernel order.
+fn taps(g: &Geom, d: usize, s: usize) -> Vec<(usize, usize)> {
+    let w = &g.win[d];
+    let size = w.size as usize;
+    let mut v = Vec::with_capacity(size);
+    for kpos in 0..size {
+        let p = (s as i64) * w.stride + (kpos as i64) * w.window_dilation - w.pad_lo;
+        if p < 0 || p % w.base_dilation != 0 {
+            continue;
+        }
+        let q = (p / w.base_dilation) as usize;
+        if q >= g.in_sp[d] {
+            continue;
+        }
+        let kk = if w.reversal { size - 1 - kpos } else { kpos };
+        v.push((q * g.is_sp[d], kk * g.ks_sp[d]));
+    }
+    v
+}
+
+/// Computes every output element in canonical (batch, feature, spatial...) order.
+fn conv_loop<T: Copy + Send + Sync>(
+    a: &[T],
+    k: &[T],
+    g: &Geom,
+    zero: T,
+    madd: impl Fn(T, T, T) -> T + Sync,
+) -> Vec<T> {
+    let nsp = g.out_sp.len();
+    // taps[d][s]: valid input/kernel offsets per spatial dimension and output coordinate.
+    let taps: Vec<Vec<Vec<(usize, usize)>>> = (0..nsp)
+        .map(|d| (0..g.out_sp[d]).map(|s| taps(g, d, s)).collect())
+        .collect();
+    let sp_count: usize = g.out_sp.iter().product();
+    let one_bf = |bf: usize| -> Vec<T> {
+        let (b, o) = (bf / g.out_feat, bf % g.out_feat);
+        let fg = o / g.out_per_fg;
+        let bg = o / g.out_per_bg;
+        let in_b = bg * g.batch_per_bg + b;
+        let in_base = in_b * g.is_b + fg * g.cin_g * g.is_f;
+        let k_base = o * g.ks_o;
+        let mut out = Vec::with_capacity(sp_count);
+        let mut idx = vec![0usize; nsp];
+        for _ in 0..sp_count {
+            let mut acc = zero;
+            // Product over spatial dims of the tap lists (odometer over tap indices).
+            let lists: Vec<&Vec<(usize, usize)>> = (0..nsp).map(|d| &taps[d][idx[d]]).collect();
+            if lists.iter().all(|l| !l.is_empty()) {
+                let mut t = vec![0usize; nsp];
+                'taps: loop {
+                    let (mut io, mut ko) = (in_base, k_base);
+                    for d in 0..nsp {
+                        let (x, y) = lists[d][t[d]];
+                        io += x;
+                        ko += y;
+                    }
+                    for i in 0..g.cin_g {
+                        acc = madd(acc, a[io + i * g.is_f], k[ko + i * g.ks_i]);
+                    }
+                    let mut d = nsp;
+                    loop {
+                        if d == 0 {
+                            break 'taps;
+                        }
+                        d -= 1;
+                        t[d] += 1;
+                        if t[d] < lists[d].len() {
+                            break;
+                        }
+                        t[d] = 0;
+                    }
+                }
+            }
+            out.push(acc);
+            for d in (0..nsp).rev() {
+                idx[d] += 1;
+                if idx[d] < g.out_sp[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+        out
+    };
+    let n_bf = g.out_batch * g.out_feat;
+    let work = n_bf * sp_count * g.cin_g * g.win.iter().map(|w| w.size as usize).product::<usize>();
+    if work >= PARALLEL_WORK && n_bf >= 2 {
+        (0..n_bf).into_par_iter().flat_map_iter(one_bf).collect()
+    } else {
+        (0..n_bf).flat_map(one_bf).collect()
+    }
+}

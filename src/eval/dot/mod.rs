@@ -1,0 +1,273 @@
+//! Contractions: dot with general dimension numbers and convolution.
+//!
+//! dot is evaluated as a batched matrix product: both operands are copied (converted to the
+//! compute type, see [`convert`]) into `[batch, M, K]` and `[batch, K, N]` row-major
+//! buffers, multiplied, and the `[batch, M, N]` product is exactly the result layout
+//! (batch dims, lhs free dims, rhs free dims). f32/f64 products use the `matrixmultiply`
+//! crate (blocked, vectorised) with output rows split across threads; integer and complex
+//! products use a straightforward i-k-j loop.
+
+mod conv;
+mod convert;
+#[cfg(test)]
+mod tests;
+
+pub use conv::convolution;
+
+use super::reduce::{arrays, index_offsets, result_shapes, PARALLEL_WORK};
+use super::util::strides;
+use super::{err, EvalError, KResult, Value};
+use crate::hlo::{ArrayData, ArrayLiteral, Instruction};
+use convert::Compute;
+use num_complex::Complex;
+use rayon::prelude::*;
+
+/// dot: `result[b, m, n] = Σ_k lhs[b, m, k] · rhs[b, k, n]` over the dimension numbers.
+pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
+    let ops = arrays(ops)?;
+    if ops.len() != 2 {
+        return err(format!(
+            "dot with {} operands (sparse dot) is not supported",
+            ops.len()
+        ));
+    }
+    let (lhs, rhs) = (ops[0], ops[1]);
+    let dd = ins.attrs.dot.clone().unwrap_or_default();
+    if dd.lhs_batch.len() != dd.rhs_batch.len()
+        || dd.lhs_contracting.len() != dd.rhs_contracting.len()
+    {
+        return err("dot has different numbers of lhs and rhs batch/contracting dimensions");
+    }
+    let side = |a: &ArrayLiteral, batch: &[i64], contract: &[i64], what: &str| {
+        let rank = a.shape.rank();
+        let mut all: Vec<i64> = batch.to_vec();
+        all.extend_from_slice(contract);
+        super::reduce::check_dims(&all, rank, &format!("dot {what} batch+contracting dims"))?;
+        let free: Vec<usize> = (0..rank).filter(|d| !all.contains(&(*d as i64))).collect();
+        Ok::<_, EvalError>(free)
+    };
+    let lfree = side(lhs, &dd.lhs_batch, &dd.lhs_contracting, "lhs")?;
+    let rfree = side(rhs, &dd.rhs_batch, &dd.rhs_contracting, "rhs")?;
+    let (ld, rd) = (lhs.dims(), rhs.dims());
+    for (a, b) in dd.lhs_batch.iter().zip(&dd.rhs_batch) {
+        if ld[*a as usize] != rd[*b as usize] {
+            return err(format!(
+                "dot batch dimension sizes differ: lhs dim {a} is {}, rhs dim {b} is {}",
+                ld[*a as usize], rd[*b as usize]
+            ));
+        }
+    }
+    for (a, b) in dd.lhs_contracting.iter().zip(&dd.rhs_contracting) {
+        if ld[*a as usize] != rd[*b as usize] {
+            return err(format!(
+                "dot contracting dimension sizes differ: lhs dim {a} is {}, rhs dim {b} is {}",
+                ld[*a as usize], rd[*b as usize]
+            ));
+        }
+    }
+    let out_shape = result_shapes(ins)
+        .into_iter()
+        .next()
+        .ok_or_else(|| EvalError::new("dot must produce an array"))?;
+    let mut want: Vec<i64> = dd.lhs_batch.iter().map(|&d| ld[d as usize]).collect();
+    want.extend(lfree.iter().map(|&d| ld[d]));
+    want.extend(rfree.iter().map(|&d| rd[d]));
+    if want != out_shape.dims {
+        return err(format!(
+            "dot result is declared {out_shape}, the operands give dimensions {want:?}"
+        ));
+    }
+    let prod = |a: &[i64], ds: &mut dyn Iterator<Item = usize>| -> usize {
+        ds.map(|d| a[d] as usize).product()
+    };
+    let b = prod(ld, &mut dd.lhs_batch.iter().map(|&d| d as usize));
+    let k = prod(ld, &mut dd.lhs_contracting.iter().map(|&d| d as usize));
+    let m = prod(ld, &mut lfree.iter().copied());
+    let n = prod(rd, &mut rfree.iter().copied());
+    // Offsets of the operands in [B, M, K] and [B, K, N] order.
+    let order = |a: &ArrayLiteral, groups: [Vec<usize>; 3]| {
+        let st = strides(a.dims());
+        let all: Vec<usize> = groups.concat();
+        index_offsets(
+            &all.iter()
+                .map(|&d| a.dims()[d] as usize)
+                .collect::<Vec<_>>(),
+            &all.iter().map(|&d| st[d]).collect::<Vec<_>>(),
+        )
+    };
+    let to_us = |v: &[i64]| v.iter().map(|&d| d as usize).collect::<Vec<_>>();
+    let loff = order(
+        lhs,
+        [
+            to_us(&dd.lhs_batch),
+            lfree.clone(),
+            to_us(&dd.lhs_contracting),
+        ],
+    );
+    let roff = order(
+        rhs,
+        [
+            to_us(&dd.rhs_batch),
+            to_us(&dd.rhs_contracting),
+            rfree.clone(),
+        ],
+    );
+    let ty = out_shape.ty;
+    let (lt, rt) = (lhs.ty(), rhs.ty());
+    let data = match Compute::for_result(ty)? {
+        Compute::F32 => {
+            let a = convert::gather_f32(&lhs.data, lt, &loff);
+            let bb = convert::gather_f32(&rhs.data, rt, &roff);
+            let mut c = vec![0f32; b * m * n];
+            batched(&mut c, b, m, n, k, |rows, c, bi, r0| unsafe {
+                matrixmultiply::sgemm(
+                    rows,
+                    k,
+                    n,
+                    1.0,
+                    a[(bi * m + r0) * k..].as_ptr(),
+                    k as isize,
+                    1,
+                    bb[bi * k * n..].as_ptr(),
+                    n as isize,
+                    1,
+                    0.0,
+                    c.as_mut_ptr(),
+                    n as isize,
+                    1,
+                )
+            });
+            convert::from_f32(ty, c)
+        }
+        Compute::F64 => {
+            let a = convert::gather_f64(&lhs.data, lt, &loff);
+            let bb = convert::gather_f64(&rhs.data, rt, &roff);
+            let mut c = vec![0f64; b * m * n];
+            batched(&mut c, b, m, n, k, |rows, c, bi, r0| unsafe {
+                matrixmultiply::dgemm(
+                    rows,
+                    k,
+                    n,
+                    1.0,
+                    a[(bi * m + r0) * k..].as_ptr(),
+                    k as isize,
+                    1,
+                    bb[bi * k * n..].as_ptr(),
+                    n as isize,
+                    1,
+                    0.0,
+                    c.as_mut_ptr(),
+                    n as isize,
+                    1,
+                )
+            });
+            ArrayData::F64(c)
+        }
+        Compute::I64 => {
+            let a = convert::gather_i64(&lhs.data, lt, &loff)?;
+            let bb = convert::gather_i64(&rhs.data, rt, &roff)?;
+            let mut c = vec![0i64; b * m * n];
+            batched(&mut c, b, m, n, k, |rows, c, bi, r0| {
+                naive_gemm(
+                    &a[(bi * m + r0) * k..],
+                    &bb[bi * k * n..],
+                    c,
+                    rows,
+                    k,
+                    n,
+                    |acc: i64, x: i64, y: i64| acc.wrapping_add(x.wrapping_mul(y)),
+                )
+            });
+            convert::from_i64(ty, c)
+        }
+        Compute::Complex => {
+            let a = convert::gather_c64(&lhs.data, lt, &loff);
+            let bb = convert::gather_c64(&rhs.data, rt, &roff);
+            let mut c = vec![Complex::new(0.0, 0.0); b * m * n];
+            batched(&mut c, b, m, n, k, |rows, c, bi, r0| {
+                naive_gemm(
+                    &a[(bi * m + r0) * k..],
+                    &bb[bi * k * n..],
+                    c,
+                    rows,
+                    k,
+                    n,
+                    |acc: Complex<f64>, x, y| acc + x * y,
+                )
+            });
+            convert::from_c(ty, c)
+        }
+    };
+    Ok(Value::array(ArrayLiteral {
+        shape: out_shape,
+        data,
+    }))
+}
+
+/// Splits the `[B, M, N]` output into blocks of whole rows (one batch each) and runs
+/// `gemm(rows, out_block, batch, first_row)` on each, in parallel when the product is large.
+fn batched<T: Send>(
+    c: &mut [T],
+    b: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    gemm: impl Fn(usize, &mut [T], usize, usize) + Sync,
+) {
+    if b == 0 || m == 0 || n == 0 {
+        return;
+    }
+    let work = b * m * n * k.max(1);
+    let threads = rayon::current_num_threads().max(1);
+    let rows_per = if work < PARALLEL_WORK * 4 {
+        m
+    } else {
+        // About 4 blocks per thread over all batches, at least 16 rows each.
+        (m * b).div_ceil(threads * 4).clamp(16.min(m), m)
+    };
+    let blocks_per_batch = m.div_ceil(rows_per);
+    let mut blocks: Vec<(usize, usize, &mut [T])> = Vec::with_capacity(b * blocks_per_batch);
+    let mut rest = c;
+    for bi in 0..b {
+        for blk in 0..blocks_per_batch {
+            let r0 = blk * rows_per;
+            let rows = rows_per.min(m - r0);
+            let (head, tail) = rest.split_at_mut(rows * n);
+            blocks.push((bi, r0, head));
+            rest = tail;
+        }
+    }
+    if work < PARALLEL_WORK * 4 {
+        for (bi, r0, blk) in blocks {
+            let rows = blk.len() / n;
+            gemm(rows, blk, bi, r0);
+        }
+    } else {
+        blocks.into_par_iter().for_each(|(bi, r0, blk)| {
+            let rows = blk.len() / n;
+            gemm(rows, blk, bi, r0);
+        });
+    }
+}
+
+/// `c[i, j] = Σ_k a[i, k] · b[k, j]` for row-major `a` (rows×k), `b` (k×n), `c` (rows×n).
+fn naive_gemm<T: Copy>(
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+    rows: usize,
+    k: usize,
+    n: usize,
+    madd: impl Fn(T, T, T) -> T,
+) {
+    for i in 0..rows {
+        let crow = &mut c[i * n..(i + 1) * n];
+        for kk in 0..k {
+            let x = a[i * k + kk];
+            let brow = &b[kk * n..(kk + 1) * n];
+            for (cv, &y) in crow.iter_mut().zip(brow) {
+                *cv = madd(*cv, x, y);
+            }
+        }
+    }
+}
