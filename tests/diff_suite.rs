@@ -198,6 +198,7 @@ fn totalorder_compare_is_the_first_divergence() {
     let d = r.first_divergence.as_ref().expect("a divergence");
     assert_eq!(d.instruction, "lt", "{}", r.render());
     assert_eq!(d.opcode, "compare");
+    assert!(d.operands_differed.is_empty(), "the divergence starts at the compare");
     assert_eq!(d.metrics.beyond_tolerance, affected);
     assert_eq!(r.outputs[0].metrics.beyond_tolerance, affected);
     assert!(!r.passed);

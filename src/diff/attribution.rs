@@ -40,6 +40,11 @@ pub struct Divergence {
     pub position: usize,
     /// The transformed instruction(s) compared against it.
     pub device_instruction: String,
+    /// Operands whose device values already differed from the reference (within or beyond
+    /// tolerance). Empty: this instruction introduced the divergence itself (a lowered kernel,
+    /// a changed compare, a pass bug). Non-empty: it amplified differences it received (for
+    /// example a dot summing activation outputs that are 1 ULP off).
+    pub operands_differed: Vec<String>,
     /// For tuple values: which leaf diverged.
     pub leaf: usize,
     pub metrics: Metrics,
@@ -154,6 +159,9 @@ pub(crate) struct Comparer<'a> {
     pub first: Option<Divergence>,
     pub divergent: usize,
     pub errors: Vec<String>,
+    /// Per original entry instruction: 0 = not compared or bitwise-equal values, 1 = differed
+    /// within tolerance, 2 = beyond tolerance.
+    pub state: Vec<u8>,
 }
 
 impl Comparer<'_> {
@@ -181,6 +189,7 @@ impl Comparer<'_> {
         let (rl, dl) = (reference.leaves(), value.leaves());
         let position = self.mapping.position[oid.index()];
         let mut diverged = false;
+        let mut differed = false;
         for (leaf, (r, d)) in rl.iter().zip(&dl).enumerate() {
             let tol = self.tolerances.get(r.shape.ty);
             let m = match compare_arrays(r, d, &tol) {
@@ -191,6 +200,7 @@ impl Comparer<'_> {
                     continue;
                 }
             };
+            differed |= m.ulp_histogram[0] != m.elements as u64;
             if m.within_tolerance() {
                 continue;
             }
@@ -229,16 +239,26 @@ impl Comparer<'_> {
                     inputs: inputs_of(flat),
                 })
                 .collect();
+            let mut operands_differed: Vec<String> = oins
+                .operands
+                .iter()
+                .filter(|o| self.state[o.index()] > 0)
+                .map(|&o| oc.instr(o).name.clone())
+                .collect();
+            operands_differed.dedup();
             self.first = Some(Divergence {
                 instruction: oins.name.clone(),
                 opcode: oins.opcode.name().to_string(),
                 position,
                 device_instruction: tname.clone(),
+                operands_differed,
                 leaf,
                 metrics: m,
                 examples,
             });
         }
+        let st = &mut self.state[oid.index()];
+        *st = (*st).max(if diverged { 2 } else { differed as u8 });
         if diverged {
             self.divergent += 1;
         }

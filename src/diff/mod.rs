@@ -160,6 +160,7 @@ pub fn diff_module(
         first: None,
         divergent: 0,
         errors: Vec::new(),
+        state: vec![0; n],
     };
     let run = {
         let mut obs = |m: &Module, id: InstrId, v: &Value| cmp.observe(m, id, v);

@@ -41,7 +41,8 @@ pub struct OutputReport {
 ///                                      "device": "..", "ulp": n | null} | null}}],
 ///   "output_errors": ["..."],             // outputs that could not be compared
 ///   "first_divergence": {"instruction": "%x", "opcode": "compare", "position": i,
-///                        "device_instruction": "%y", "leaf": 0, "metrics": {...},
+///                        "device_instruction": "%y", "operands_differed": ["%w"],
+///                        "leaf": 0, "metrics": {...},
 ///                        "examples": [{"index": [..], "reference": "..", "device": "..",
 ///                                      "inputs": [".."]}]} | null,
 ///   "divergent_instructions": n,          // original instructions beyond tolerance
@@ -190,6 +191,15 @@ impl DiffReport {
                     self.divergent_instructions,
                     if self.divergent_instructions == 1 { "" } else { "s" }
                 );
+                if d.operands_differed.is_empty() {
+                    let _ = writeln!(s, "  its operands agree exactly: the divergence starts here");
+                } else {
+                    let _ = writeln!(
+                        s,
+                        "  operands that already differed (within tolerance): {}: amplified here",
+                        d.operands_differed.join(", ")
+                    );
+                }
                 for e in &d.examples {
                     let _ = writeln!(
                         s,
