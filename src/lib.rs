@@ -4,6 +4,7 @@ pub mod device;
 pub mod diff;
 pub mod eval;
 pub mod hlo;
+pub mod io;
 pub mod math;
 pub mod neuron;
 pub mod passes;

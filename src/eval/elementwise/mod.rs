@@ -1,0 +1,195 @@
+//! Elementwise kernels: unary and binary arithmetic, compare (all four comparison types),
+//! select, clamp, convert, bitcast-convert, reduce-precision.
+//!
+//! Every kernel dispatches on the element type once per instruction and then runs a tight
+//! loop over contiguous slices (in parallel with rayon above [`PAR_THRESHOLD`] elements).
+//! XLA elementwise operands have equal shapes, so there is no broadcasting path. Narrow floats
+//! (bf16, f16) are computed in f32 and rounded to nearest even once per op, as XLA:CPU does.
+//! The 8-bit float formats are decoded to f32, computed, and re-encoded (nearest even).
+//!
+//! Denormals: XLA:CPU runs with flush-to-zero and denormals-are-zero (observed on the oracle
+//! fixtures: f32 and f64 arithmetic, compares and f32 → f64 converts treat subnormal inputs as
+//! ±0 and flush subnormal results to ±0). bf16 arithmetic happens in f32, so it flushes
+//! at the f32 threshold. [`daz32`]/[`daz64`] reproduce it where XLA's machine code is
+//! subject to it (arithmetic, FLOAT compares, clamp, float converts); bit-level ops
+//! (negate, abs, reduce-precision, total-order compares, data movement) keep subnormals.
+
+mod binary;
+mod compare;
+mod convert;
+mod int;
+mod reduce_precision;
+mod select;
+mod unary;
+
+pub use binary::binary;
+pub use compare::compare;
+pub(crate) use convert::convert_data;
+pub use convert::{bitcast_convert, convert};
+pub use reduce_precision::reduce_precision;
+pub(crate) use select::wrap_like;
+pub use select::{clamp, select};
+pub use unary::unary;
+
+use super::{err, EvalError};
+use crate::hlo::{minifloat, ArrayData, ArrayShape, ElementType, Instruction};
+use rayon::prelude::*;
+
+/// Element count above which kernels split the work across threads.
+pub(crate) const PAR_THRESHOLD: usize = 1 << 16;
+/// Smallest piece of work a thread takes.
+const PAR_MIN_LEN: usize = 1 << 13;
+
+/// `out[i] = f(a[i])`, in parallel for large inputs.
+#[inline]
+pub(crate) fn map1<A, R, F>(a: &[A], f: F) -> Vec<R>
+where
+    A: Copy + Sync,
+    R: Send,
+    F: Fn(A) -> R + Sync + Send,
+{
+    if a.len() >= PAR_THRESHOLD {
+        a.par_iter()
+            .with_min_len(PAR_MIN_LEN)
+            .map(|&x| f(x))
+            .collect()
+    } else {
+        a.iter().map(|&x| f(x)).collect()
+    }
+}
+
+/// `out[i] = f(a[i], b[i])`, in parallel for large inputs. The slices have equal length
+/// (checked by the caller through the operand shapes).
+#[inline]
+pub(crate) fn map2<A, B, R, F>(a: &[A], b: &[B], f: F) -> Vec<R>
+where
+    A: Copy + Sync,
+    B: Copy + Sync,
+    R: Send,
+    F: Fn(A, B) -> R + Sync + Send,
+{
+    if a.len() >= PAR_THRESHOLD {
+        a.par_iter()
+            .with_min_len(PAR_MIN_LEN)
+            .zip(b.par_iter())
+            .map(|(&x, &y)| f(x, y))
+            .collect()
+    } else {
+        a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
+    }
+}
+
+/// `out[i] = f(a[i], b[i], c[i])`, in parallel for large inputs.
+#[inline]
+pub(crate) fn map3<A, B, C, R, F>(a: &[A], b: &[B], c: &[C], f: F) -> Vec<R>
+where
+    A: Copy + Sync,
+    B: Copy + Sync,
+    C: Copy + Sync,
+    R: Send,
+    F: Fn(A, B, C) -> R + Sync + Send,
+{
+    if a.len() >= PAR_THRESHOLD {
+        a.par_iter()
+            .with_min_len(PAR_MIN_LEN)
+            .zip(b.par_iter())
+            .zip(c.par_iter())
+            .map(|((&x, &y), &z)| f(x, y, z))
+            .collect()
+    } else {
+        a.iter()
+            .zip(b)
+            .zip(c)
+            .map(|((&x, &y), &z)| f(x, y, z))
+            .collect()
+    }
+}
+
+/// Flushes an f32 subnormal to zero of the same sign (DAZ on inputs, FTZ on results).
+#[inline(always)]
+pub(crate) fn daz32(x: f32) -> f32 {
+    if x.is_subnormal() {
+        0f32.copysign(x)
+    } else {
+        x
+    }
+}
+
+/// Flushes an f64 subnormal to zero of the same sign.
+#[inline(always)]
+pub(crate) fn daz64(x: f64) -> f64 {
+    if x.is_subnormal() {
+        0f64.copysign(x)
+    } else {
+        x
+    }
+}
+
+/// The result array shape of an instruction, or an error for tuple/token results.
+pub(crate) fn result_shape(ins: &Instruction) -> Result<&ArrayShape, EvalError> {
+    ins.shape
+        .as_array()
+        .ok_or_else(|| EvalError::new(format!("expected an array result, found {}", ins.shape)))
+}
+
+/// Checks that an operand has exactly the dimensions of the result (XLA elementwise ops
+/// never broadcast implicitly).
+pub(crate) fn check_same_dims(what: &str, got: &ArrayShape, want: &[i64]) -> Result<(), EvalError> {
+    if got.dims != want {
+        return err(format!(
+            "{what} has shape {got}, but the elementwise result has dimensions {want:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Decoding table and encoder of an 8-bit (or 4-bit) float format.
+pub(crate) struct Minifloat {
+    ty: ElementType,
+    table: [f32; 256],
+}
+
+impl Minifloat {
+    pub(crate) fn new(ty: ElementType) -> Minifloat {
+        let mut table = [0f32; 256];
+        for (b, t) in table.iter_mut().enumerate() {
+            *t = minifloat::decode(ty, b as u8) as f32;
+        }
+        Minifloat { ty, table }
+    }
+    #[inline]
+    pub(crate) fn decode(&self, b: u8) -> f32 {
+        self.table[b as usize]
+    }
+    /// Nearest encoding, ties to even.
+    pub(crate) fn encode(&self, v: f64) -> u8 {
+        minifloat::encode(self.ty, v)
+    }
+}
+
+/// Reduces integers stored in a byte to the logical width of a sub-byte type (s2, s4 sign
+/// extend; u2, u4 mask), so wrapping arithmetic on them matches the narrow type.
+pub(crate) fn normalize_subbyte(ty: ElementType, data: &mut ArrayData) {
+    use ElementType as E;
+    match (ty, data) {
+        (E::S2 | E::S4, ArrayData::S8(v)) => {
+            let sh = 8 - ty_bits(ty);
+            v.iter_mut().for_each(|x| *x = (*x << sh) >> sh);
+        }
+        (E::U2 | E::U4, ArrayData::U8(v)) => {
+            let mask = ((1u16 << ty_bits(ty)) - 1) as u8;
+            v.iter_mut().for_each(|x| *x &= mask);
+        }
+        _ => {}
+    }
+}
+
+/// The logical bit width of an element type (4 for s4, 2 for u2; storage width otherwise).
+pub(crate) fn ty_bits(ty: ElementType) -> u32 {
+    use ElementType as E;
+    match ty {
+        E::S2 | E::U2 => 2,
+        E::S4 | E::U4 => 4,
+        _ => ty.bit_width() as u32,
+    }
+}

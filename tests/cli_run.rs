@@ -1,0 +1,225 @@
+//! `hlosim run` end to end: outputs written as .npz, the printed summary, and the input
+//! errors (exit status 2 with a message that lists the expected parameters). Expected values
+//! are derived by hand from the tiny module below.
+
+use hlosim::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
+use hlosim::io::npy;
+use hlosim::io::npz::{read_npz, write_npz};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const MODULE: &str = r#"HloModule cli_run
+
+ENTRY main {
+  x = f32[3]{0} parameter(0)
+  n = s32[2]{0} parameter(1)
+  twice = f32[3]{0} add(x, x)
+  neg = s32[2]{0} negate(n)
+  ROOT t = (f32[3]{0}, s32[2]{0}) tuple(twice, neg)
+}
+"#;
+
+/// A fresh scratch directory holding the module.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hlosim-cli-run-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("m.hlo"), MODULE).unwrap();
+    d
+}
+
+fn f32s(v: &[f32]) -> ArrayLiteral {
+    ArrayLiteral {
+        shape: ArrayShape::new(ElementType::F32, vec![v.len() as i64]),
+        data: ArrayData::F32(v.to_vec()),
+    }
+}
+
+fn s32s(v: &[i32]) -> ArrayLiteral {
+    ArrayLiteral {
+        shape: ArrayShape::new(ElementType::S32, vec![v.len() as i64]),
+        data: ArrayData::S32(v.to_vec()),
+    }
+}
+
+fn write_args(path: &Path, arrays: &[ArrayLiteral]) {
+    let named: Vec<(String, &ArrayLiteral)> = arrays
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("arg{i}"), a))
+        .collect();
+    write_npz(path, &named).unwrap();
+}
+
+fn hlosim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hlosim"))
+        .args(args)
+        .output()
+        .expect("run hlosim")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn writes_the_expected_outputs() {
+    let d = scratch("ok");
+    write_args(&d.join("a.npz"), &[f32s(&[1.0, 2.0, 3.5]), s32s(&[5, -7])]);
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--args",
+        s(&d.join("a.npz")),
+        "--out",
+        s(&d.join("o.npz")),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = read_npz(&d.join("o.npz")).unwrap();
+    let names: Vec<&str> = out.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["out0", "out1"]);
+    // x + x and -n, by hand.
+    assert_eq!(out[0].array, f32s(&[2.0, 4.0, 7.0]));
+    assert_eq!(out[0].dtype.descr, "<f4");
+    assert_eq!(out[1].array, s32s(&[-5, 7]));
+}
+
+#[test]
+fn accepts_one_npy_per_parameter_and_prints_a_summary() {
+    let d = scratch("npy");
+    std::fs::write(d.join("x.npy"), npy::encode(&f32s(&[1.0, 2.0, 3.5]))).unwrap();
+    std::fs::write(d.join("n.npy"), npy::encode(&s32s(&[5, -7]))).unwrap();
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--arg",
+        s(&d.join("x.npy")),
+        "--arg",
+        s(&d.join("n.npy")),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("out0: f32[3]\n  values: [2, 4, 7]"), "{text}");
+    assert!(text.contains("min 2e0  max 7e0"), "{text}");
+    assert!(text.contains("out1: s32[2]\n  values: [-5, 7]"), "{text}");
+}
+
+/// Runs with the given arguments file and expects exit 2 with all of `needles` in stderr.
+fn expect_input_error(d: &Path, args_file: &Path, needles: &[&str]) {
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--args",
+        s(args_file),
+        "--out",
+        s(&d.join("o.npz")),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    for n in needles {
+        assert!(e.contains(n), "missing {n:?} in: {e}");
+    }
+    assert!(!d.join("o.npz").exists(), "no output on error");
+}
+
+const PARAM_LIST: [&str; 2] = ["arg0: x f32[3]", "arg1: n s32[2]"];
+
+#[test]
+fn wrong_argument_count_lists_the_parameters() {
+    let d = scratch("count");
+    write_args(&d.join("a.npz"), &[f32s(&[1.0, 2.0, 3.5])]);
+    let mut needles = vec!["missing arg1"];
+    needles.extend(PARAM_LIST);
+    expect_input_error(&d, &d.join("a.npz"), &needles);
+}
+
+#[test]
+fn wrong_shape_lists_the_parameters() {
+    let d = scratch("shape");
+    write_args(
+        &d.join("a.npz"),
+        &[f32s(&[1.0, 2.0, 3.5, 4.0]), s32s(&[5, -7])],
+    );
+    let mut needles = vec!["argument 0", "[4]", "parameter 0 ('x') is f32[3]"];
+    needles.extend(PARAM_LIST);
+    expect_input_error(&d, &d.join("a.npz"), &needles);
+}
+
+#[test]
+fn wrong_dtype_lists_the_parameters() {
+    let d = scratch("dtype");
+    let wide = ArrayLiteral {
+        shape: ArrayShape::new(ElementType::F64, vec![3]),
+        data: ArrayData::F64(vec![1.0, 2.0, 3.0]),
+    };
+    write_args(&d.join("a.npz"), &[wide, s32s(&[5, -7])]);
+    let mut needles = vec!["'<f8'", "parameter 0 ('x') is f32[3]"];
+    needles.extend(PARAM_LIST);
+    expect_input_error(&d, &d.join("a.npz"), &needles);
+}
+
+#[test]
+fn missing_and_malformed_files_are_input_errors() {
+    let d = scratch("files");
+    expect_input_error(&d, &d.join("absent.npz"), &["cannot read", "absent.npz"]);
+    std::fs::write(d.join("bad.npz"), b"this is not a zip archive").unwrap();
+    expect_input_error(&d, &d.join("bad.npz"), &["not an .npz archive"]);
+    // A zip whose member is not a valid .npy.
+    let bad_member = d.join("member.npz");
+    {
+        use std::io::Write;
+        let f = std::fs::File::create(&bad_member).unwrap();
+        let mut z = zip::ZipWriter::new(f);
+        z.start_file("arg0.npy", zip::write::SimpleFileOptions::default())
+            .unwrap();
+        z.write_all(b"\x93NUMPY\x01\x00garbage").unwrap();
+        z.finish().unwrap();
+    }
+    expect_input_error(&d, &bad_member, &["array 'arg0'"]);
+    let o = hlosim(&["run", s(&d.join("nope.hlo"))]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot read"), "{}", stderr(&o));
+}
+
+#[test]
+fn refuses_to_overwrite_an_input() {
+    let d = scratch("overwrite");
+    write_args(&d.join("a.npz"), &[f32s(&[1.0, 2.0, 3.5]), s32s(&[5, -7])]);
+    for target in ["m.hlo", "a.npz"] {
+        let o = hlosim(&[
+            "run",
+            s(&d.join("m.hlo")),
+            "--args",
+            s(&d.join("a.npz")),
+            "--out",
+            s(&d.join(target)),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("refusing to overwrite"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(std::fs::read_to_string(d.join("m.hlo")).unwrap(), MODULE);
+}
+
+#[test]
+fn device_mode_is_reported_as_unavailable() {
+    let d = scratch("device");
+    write_args(&d.join("a.npz"), &[f32s(&[1.0, 2.0, 3.5]), s32s(&[5, -7])]);
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--args",
+        s(&d.join("a.npz")),
+        "--mode",
+        "device",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not available yet"), "{}", stderr(&o));
+}

@@ -1,0 +1,432 @@
+//! XLA-oracle fixtures for the reference evaluator.
+//!
+//! Every directory under `tests/fixtures/eval/` holds `module.hlo`, `args.npz` (absent for a
+//! module without parameters) and `expected.npz`, the outputs XLA:CPU computed
+//! (`/work/shared/tools/xla_oracle.py run`). For each fixture this test parses and verifies
+//! the module, checks that print → re-parse gives an equal module, runs the evaluator and
+//! compares every output with XLA's.
+//!
+//! Tolerances (per output, chosen from what the output depends on):
+//!
+//! | class | depends on | pred / integers / 8-bit floats | f64 | f32 | f16 | bf16 |
+//! |---|---|---|---|---|---|---|
+//! | exact | only exactly rounded ops (arithmetic, sqrt, convert, compare, data movement, ...) | bits | bits | bits | bits | bits |
+//! | transcendental | exp, log, tanh, sin, erf, power, atan2, rsqrt, ... (no reductions) | bits | 2 ULP | 4 ULP | 1 ULP | 1 ULP |
+//! | accumulated | reduce, dot, convolution, scatter, batch-norm, custom-call, collectives | bits | rel 1e-12 | rel 2e-5 | rel 2^-9 | rel 2^-7 |
+//!
+//! "rel r" means |got − want| ≤ r·(|want| + max|want| of that output) (an allclose whose
+//! absolute part scales with the output, since summation order differs). In every class NaN
+//! must match NaN (any payload) and infinities must match exactly; in the exact and
+//! transcendental classes the sign of zero must match too. NaN payloads are not compared
+//! (they are not portable between CPUs).
+//!
+//! Environment: `HLOSIM_FIXTURES=DIR` reads fixtures from another directory (local work
+//! only); `HLOSIM_FIXTURE_FILTER=substring` runs only matching fixtures. Every failing
+//! fixture is listed (name, stage, output, worst element) and the test fails if any does.
+
+use hlosim::eval::{Evaluator, Value};
+use hlosim::hlo::{
+    parse_module, print_module, verify_module, ArrayData, ArrayLiteral, CompId, ElementType,
+    InstrId, Module, Opcode,
+};
+use hlosim::io::npz::{read_args, read_npz, ArgSource, NpzEntry};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// What an output depends on, which decides its tolerance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Class {
+    Exact,
+    Transcendental,
+    Accumulated,
+}
+
+fn is_transcendental(op: Opcode) -> bool {
+    use Opcode as O;
+    matches!(
+        op,
+        O::Exp
+            | O::Expm1
+            | O::Log
+            | O::Log1p
+            | O::Logistic
+            | O::Tanh
+            | O::Sin
+            | O::Cos
+            | O::Tan
+            | O::Erf
+            | O::Power
+            | O::Atan2
+            | O::Cbrt
+            | O::Rsqrt
+    )
+}
+
+fn is_accumulating(op: Opcode) -> bool {
+    use Opcode as O;
+    matches!(
+        op,
+        O::Reduce
+            | O::ReduceWindow
+            | O::Dot
+            | O::Convolution
+            | O::Scatter
+            | O::SelectAndScatter
+            | O::BatchNormTraining
+            | O::BatchNormInference
+            | O::BatchNormGrad
+            | O::AllReduce
+            | O::ReduceScatter
+            | O::CustomCall
+    )
+}
+
+/// Opcodes of every instruction `id` depends on in `comp`, including whole called
+/// computations.
+fn cone_class(m: &Module, comp: CompId, id: InstrId) -> Class {
+    let mut class = Class::Exact;
+    let mut seen = HashSet::new();
+    let mut seen_comps = HashSet::new();
+    let mut stack = vec![(comp, id)];
+    while let Some((c, i)) = stack.pop() {
+        if !seen.insert((c, i)) {
+            continue;
+        }
+        let ins = m.comp(c).instr(i);
+        if is_accumulating(ins.opcode) {
+            class = class.max(Class::Accumulated);
+        } else if is_transcendental(ins.opcode) {
+            class = class.max(Class::Transcendental);
+        }
+        for &o in &ins.operands {
+            stack.push((c, o));
+        }
+        for callee in ins.called_computations() {
+            if seen_comps.insert(callee) {
+                for j in m.comp(callee).ids() {
+                    stack.push((callee, j));
+                }
+            }
+        }
+    }
+    class
+}
+
+/// The instruction producing each output leaf (following tuple instructions; a leaf inside
+/// a tuple-shaped value of any other op maps to that op).
+fn leaf_producers(m: &Module) -> Vec<InstrId> {
+    fn walk(m: &Module, id: InstrId, out: &mut Vec<InstrId>) {
+        let c = m.entry_computation();
+        let ins = c.instr(id);
+        if ins.opcode == Opcode::Tuple {
+            for &o in &ins.operands {
+                walk(m, o, out);
+            }
+        } else {
+            for _ in ins.shape.leaves() {
+                out.push(id);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(m, m.entry_computation().root, &mut out);
+    out
+}
+
+/// One failure, for the final report.
+struct Failure {
+    fixture: String,
+    what: String,
+}
+
+fn fixtures_dir() -> PathBuf {
+    match std::env::var_os("HLOSIM_FIXTURES") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eval"),
+    }
+}
+
+/// Float view of an element for comparisons: (value, raw bits, bit width).
+fn float_elems(a: &ArrayLiteral) -> Option<Vec<(f64, u64, u32)>> {
+    Some(match &a.data {
+        ArrayData::F16(v) => v
+            .iter()
+            .map(|x| (x.to_f64(), x.to_bits() as u64, 16))
+            .collect(),
+        ArrayData::BF16(v) => v
+            .iter()
+            .map(|x| (x.to_f64(), x.to_bits() as u64, 16))
+            .collect(),
+        ArrayData::F32(v) => v
+            .iter()
+            .map(|&x| (x as f64, x.to_bits() as u64, 32))
+            .collect(),
+        ArrayData::F64(v) => v.iter().map(|&x| (x, x.to_bits(), 64)).collect(),
+        ArrayData::C64(v) => v
+            .iter()
+            .flat_map(|z| [z.re, z.im])
+            .map(|x| (x as f64, x.to_bits() as u64, 32))
+            .collect(),
+        ArrayData::C128(v) => v
+            .iter()
+            .flat_map(|z| [z.re, z.im])
+            .map(|x| (x, x.to_bits(), 64))
+            .collect(),
+        _ => return None,
+    })
+}
+
+/// Distance in units in the last place between two non-NaN floats of the same format.
+fn ulps(a: u64, b: u64, width: u32) -> u64 {
+    let key = |x: u64| -> i128 {
+        let sign = (x >> (width - 1)) & 1;
+        let mag = (x & ((1u64 << (width - 1)) - 1)) as i128;
+        if sign == 1 {
+            -mag
+        } else {
+            mag
+        }
+    };
+    (key(a) - key(b)).unsigned_abs() as u64
+}
+
+/// Per-type tolerance of a class: (max ULP, relative tolerance for accumulated outputs).
+fn tolerance(ty: ElementType, class: Class) -> (u64, f64) {
+    use ElementType as E;
+    match (class, ty) {
+        (Class::Exact, _) => (0, 0.0),
+        (Class::Transcendental, E::F64 | E::C128) => (2, 0.0),
+        (Class::Transcendental, E::F32 | E::C64) => (4, 0.0),
+        (Class::Transcendental, _) => (1, 0.0),
+        (Class::Accumulated, E::F64 | E::C128) => (0, 1e-12),
+        (Class::Accumulated, E::F32 | E::C64) => (0, 2e-5),
+        (Class::Accumulated, E::F16) => (0, 2f64.powi(-9)),
+        (Class::Accumulated, _) => (0, 2f64.powi(-7)),
+    }
+}
+
+/// Compares one output; `Err` describes the worst element.
+fn compare_output(got: &ArrayLiteral, want: &NpzEntry, class: Class) -> Result<(), String> {
+    let w = &want.array;
+    if got.shape.dims != w.shape.dims {
+        return Err(format!(
+            "shape {:?}, expected {:?}",
+            got.shape.dims, w.shape.dims
+        ));
+    }
+    // Expected dtype as hlosim reads it: V2 → bf16, V1 → raw bytes of a narrow type.
+    let want_data = match (&got.data, &w.data) {
+        (ArrayData::Bits8(_), ArrayData::U8(v)) => ArrayData::Bits8(v.clone()),
+        (ArrayData::S8(_), ArrayData::U8(v))
+            if got.shape.ty.bit_width() == 8 && got.shape.ty != ElementType::S8 =>
+        {
+            ArrayData::S8(v.iter().map(|&b| b as i8).collect())
+        }
+        _ => w.data.clone(),
+    };
+    let want_arr = ArrayLiteral {
+        shape: got.shape.clone(),
+        data: want_data,
+    };
+    let (Some(g), Some(e)) = (float_elems(got), float_elems(&want_arr)) else {
+        // Integers, pred and raw 8-bit data: bit for bit.
+        if std::mem::discriminant(&got.data) != std::mem::discriminant(&want_arr.data) {
+            return Err(format!(
+                "element type {}, expected numpy '{}'",
+                got.shape.ty, want.dtype.descr
+            ));
+        }
+        if got.data == want_arr.data {
+            return Ok(());
+        }
+        let n = got.shape.element_count();
+        let mut bad = 0;
+        let mut first = None;
+        for i in 0..n {
+            if got.format_element(i) != want_arr.format_element(i) {
+                bad += 1;
+                first.get_or_insert(i);
+            }
+        }
+        let i = first.unwrap_or(0);
+        return Err(format!(
+            "{bad}/{n} elements differ; first at [{i}]: got {}, expected {}",
+            got.format_element(i),
+            want_arr.format_element(i)
+        ));
+    };
+    if std::mem::discriminant(&got.data) != std::mem::discriminant(&want_arr.data) {
+        return Err(format!(
+            "element type {}, expected numpy '{}'",
+            got.shape.ty, want.dtype.descr
+        ));
+    }
+    let (max_ulp, rel) = tolerance(got.shape.ty, class);
+    let scale = e
+        .iter()
+        .filter(|x| x.0.is_finite())
+        .fold(0f64, |m, x| m.max(x.0.abs()));
+    let mut bad = 0usize;
+    let mut worst: Option<(usize, f64, String)> = None;
+    for (i, (&(gv, gb, width), &(ev, eb, _))) in g.iter().zip(&e).enumerate() {
+        let (ok, badness, how) = if ev.is_nan() || gv.is_nan() {
+            (
+                ev.is_nan() && gv.is_nan(),
+                f64::INFINITY,
+                "NaN mismatch".to_string(),
+            )
+        } else if ev.is_infinite() || gv.is_infinite() {
+            (gv == ev, f64::INFINITY, "infinity mismatch".to_string())
+        } else if class == Class::Accumulated {
+            let d = (gv - ev).abs();
+            let lim = rel * (ev.abs() + scale);
+            (
+                d <= lim,
+                d / lim.max(f64::MIN_POSITIVE),
+                format!("|diff| {d:e} > {lim:e}"),
+            )
+        } else {
+            let u = ulps(gb, eb, width);
+            let sign_ok = !(gv == 0.0 && ev == 0.0) || (gb >> (width - 1)) == (eb >> (width - 1));
+            (
+                u <= max_ulp && sign_ok,
+                if sign_ok { u as f64 } else { f64::MAX },
+                if sign_ok {
+                    format!("{u} ULP > {max_ulp}")
+                } else {
+                    "sign of zero".to_string()
+                },
+            )
+        };
+        if !ok {
+            bad += 1;
+            if worst.as_ref().is_none_or(|w| badness > w.1) {
+                worst = Some((i, badness, how));
+            }
+        }
+    }
+    match worst {
+        None => Ok(()),
+        Some((i, _, how)) => {
+            let elem = if matches!(got.data, ArrayData::C64(_) | ArrayData::C128(_)) {
+                i / 2
+            } else {
+                i
+            };
+            Err(format!(
+                "{bad}/{} values out of tolerance ({class:?}); worst at [{elem}]: got {}, expected {} ({how})",
+                g.len(),
+                got.format_element(elem),
+                want_arr.format_element(elem)
+            ))
+        }
+    }
+}
+
+fn run_fixture(dir: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(dir.join("module.hlo"))
+        .map_err(|e| format!("read module.hlo: {e}"))?;
+    let m = parse_module(&text).map_err(|e| format!("parse: {e}"))?;
+    verify_module(&m).map_err(|e| format!("verify: {e}"))?;
+    let printed = print_module(&m);
+    let m2 = parse_module(&printed).map_err(|e| format!("re-parse of printed module: {e}"))?;
+    if m2 != m {
+        return Err("print → re-parse does not give an equal module".into());
+    }
+    let args_path = dir.join("args.npz");
+    let src = if args_path.exists() {
+        ArgSource::Npz(args_path)
+    } else {
+        ArgSource::None
+    };
+    let args = read_args(&m, &src).map_err(|e| format!("arguments: {e}"))?;
+    let result = Evaluator::new(&m)
+        .run(args.into_iter().map(Value::array).collect())
+        .map_err(|e| format!("evaluation: {e}"))?;
+    let leaves = result.leaves();
+    let expected = read_npz(&dir.join("expected.npz")).map_err(|e| format!("expected: {e}"))?;
+    if expected.len() != leaves.len() {
+        return Err(format!(
+            "{} outputs, expected.npz has {}",
+            leaves.len(),
+            expected.len()
+        ));
+    }
+    let producers = leaf_producers(&m);
+    let mut errors = Vec::new();
+    for (k, leaf) in leaves.iter().enumerate() {
+        let name = format!("out{k}");
+        let Some(want) = expected.iter().find(|e| e.name == name) else {
+            errors.push(format!("{name}: missing from expected.npz"));
+            continue;
+        };
+        let class = producers
+            .get(k)
+            .map(|&p| cone_class(&m, m.entry, p))
+            .unwrap_or(Class::Accumulated);
+        if let Err(e) = compare_output(leaf, want, class) {
+            errors.push(format!("{name} ({}): {e}", leaf.shape));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n    "))
+    }
+}
+
+#[test]
+fn eval_fixtures_match_xla() {
+    let root = fixtures_dir();
+    let filter = std::env::var("HLOSIM_FIXTURE_FILTER").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = match std::fs::read_dir(&root) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("module.hlo").exists())
+            .collect(),
+        Err(e) => panic!("cannot read the fixture directory {}: {e}", root.display()),
+    };
+    dirs.sort();
+    dirs.retain(|d| {
+        d.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.contains(&filter))
+    });
+    assert!(
+        !dirs.is_empty(),
+        "no fixtures in {} match filter '{filter}'",
+        root.display()
+    );
+    let mut failures = Vec::new();
+    let mut passed = 0;
+    for d in &dirs {
+        let name = d.file_name().unwrap().to_string_lossy().to_string();
+        match run_fixture(d) {
+            Ok(()) => passed += 1,
+            Err(what) => failures.push(Failure {
+                fixture: name,
+                what,
+            }),
+        }
+    }
+    for f in &failures {
+        eprintln!("FAIL {}:\n    {}", f.fixture, f.what);
+    }
+    eprintln!(
+        "eval fixtures: {passed} passed, {} failed (of {} in {})",
+        failures.len(),
+        dirs.len(),
+        root.display()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixtures failed: {}",
+        failures.len(),
+        dirs.len(),
+        failures
+            .iter()
+            .map(|f| f.fixture.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
