@@ -119,13 +119,12 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     })
 }
 
-/// Reads the arguments of `module`'s entry computation from an .npz file.
+/// Reads the arguments of `module`'s entry computation from an .npz file (`arg0..argN-1`).
 fn read_args(
     path: &std::path::Path,
-    _module: &hlosim::hlo::Module,
+    module: &hlosim::hlo::Module,
 ) -> Result<Vec<hlosim::eval::Value>, String> {
-    Err(format!(
-        "{}: --args is not available in this build (the .npz reader is not merged yet); use --seed",
-        path.display()
-    ))
+    let arrays = hlosim::io::npz::read_args(module, &hlosim::io::npz::ArgSource::Npz(path.into()))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(arrays.into_iter().map(hlosim::eval::Value::array).collect())
 }
