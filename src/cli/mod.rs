@@ -1,6 +1,7 @@
 //! Subcommand definitions and dispatch.
 
 mod common;
+mod diff;
 mod lut;
 mod opt;
 mod parse;
@@ -36,6 +37,10 @@ pub enum Command {
     /// Estimate a module's time on a Neuron machine model (per engine, table loads) and
     /// optionally write a Perfetto/Chrome trace.
     Profile(profile::Args),
+    /// Compare the reference evaluator on the original module with the device executor on
+    /// the transformed module (same inputs): per-output errors, the first divergent
+    /// instruction, device findings.
+    Diff(diff::Args),
 }
 
 /// Runs a parsed command line; errors are input errors (exit 2).
@@ -46,5 +51,6 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Run(a) => run::run(a),
         Command::Lut(a) => lut::run(a),
         Command::Profile(a) => profile::run(a),
+        Command::Diff(a) => diff::run(a),
     }
 }

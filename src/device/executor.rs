@@ -43,11 +43,22 @@ struct State {
     findings: Vec<Finding>,
 }
 
-struct DeviceHooks {
+/// Sees every value the device run computes in the entry computation, in execution order
+/// (the differential tester's attribution hook).
+pub type DeviceObserver<'o> = dyn FnMut(&Module, InstrId, &Value) + 'o;
+
+struct DeviceHooks<'o> {
     state: Rc<RefCell<State>>,
+    observer: Option<&'o mut DeviceObserver<'o>>,
 }
 
-impl Hooks for DeviceHooks {
+impl Hooks for DeviceHooks<'_> {
+    fn observe(&mut self, module: &Module, _c: CompId, id: InstrId, value: &Value) {
+        if let Some(o) = self.observer.as_mut() {
+            o(module, id, value);
+        }
+    }
+
     fn intercept(
         &mut self,
         module: &Module,
@@ -114,6 +125,17 @@ pub fn execute_on_device(
     args: Vec<Value>,
     config: DeviceConfig,
 ) -> Result<DeviceRun, crate::eval::EvalError> {
+    execute_on_device_observed(module, args, config, None)
+}
+
+/// [`execute_on_device`] with an observer that sees every entry-computation value as it is
+/// computed (used by `hlosim diff` to attribute divergences to instructions).
+pub fn execute_on_device_observed<'o>(
+    module: &Module,
+    args: Vec<Value>,
+    config: DeviceConfig,
+    observer: Option<&'o mut DeviceObserver<'o>>,
+) -> Result<DeviceRun, crate::eval::EvalError> {
     let mut engine = ActEngine::new(config.roster, config.tables, config.chooser);
     let entry = module.entry_computation();
     let order = entry.post_order().unwrap_or_default();
@@ -139,6 +161,7 @@ pub fn execute_on_device(
     }));
     let hooks = DeviceHooks {
         state: state.clone(),
+        observer,
     };
     let result = {
         let mut ev = Evaluator::with_hooks(module, Box::new(hooks));

@@ -1,0 +1,266 @@
+//! Divergence attribution: maps every instruction of the transformed entry computation to
+//! the original entry instruction it came from (the passes' provenance), keeps the reference
+//! values of those originals, compares each device value as it is computed and reports the
+//! first original instruction (in the original's execution order) whose values diverge
+//! beyond tolerance.
+//!
+//! Memory: the reference run keeps only values of original instructions that have a
+//! counterpart on the device (plus the operands of elementwise ones, to show example
+//! inputs); each is dropped once its last counterpart has been compared.
+
+use super::metrics::{self, compare_arrays, Metrics};
+use super::tolerance::Tolerances;
+use crate::eval::{Hooks, Value};
+use crate::hlo::{CompId, InstrId, Module, Opcode};
+use crate::neuron;
+use crate::passes::Provenance;
+use serde::Serialize;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// One example element of a divergent instruction.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Example {
+    /// Multi-dimensional index.
+    pub index: Vec<i64>,
+    pub reference: String,
+    pub device: String,
+    /// The reference operand values at the same index (elementwise instructions only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<String>,
+}
+
+/// The first instruction whose device values diverge beyond tolerance.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Divergence {
+    /// Original instruction name (entry computation).
+    pub instruction: String,
+    pub opcode: String,
+    /// Position in the original entry's execution order (0-based).
+    pub position: usize,
+    /// The transformed instruction(s) compared against it.
+    pub device_instruction: String,
+    /// Operands whose device values already differed from the reference (within or beyond
+    /// tolerance). Empty: this instruction introduced the divergence itself (a lowered kernel,
+    /// a changed compare, a pass bug). Non-empty: it amplified differences it received (for
+    /// example a dot summing activation outputs that are 1 ULP off).
+    pub operands_differed: Vec<String>,
+    /// For tuple values: which leaf diverged.
+    pub leaf: usize,
+    pub metrics: Metrics,
+    /// A few elements beyond tolerance.
+    pub examples: Vec<Example>,
+}
+
+/// The static mapping transformed entry instruction → original entry instruction.
+pub struct Mapping {
+    /// Per transformed entry instruction, its original counterpart.
+    pub counterpart: Vec<Option<InstrId>>,
+    /// Per original entry instruction: how many transformed instructions compare with it.
+    pub uses: Vec<u32>,
+    /// Per original entry instruction: keep its reference value for example inputs.
+    pub keep: Vec<bool>,
+    /// Per original entry instruction: its position in execution order.
+    pub position: Vec<usize>,
+}
+
+/// Whether instruction outputs map elementwise to operand elements.
+fn elementwise(ins: &crate::hlo::Instruction) -> bool {
+    ins.opcode.is_elementwise()
+        || (ins.opcode == Opcode::CustomCall
+            && ins
+                .custom_call_target()
+                .and_then(neuron::classify)
+                .is_some())
+}
+
+/// Builds the mapping from provenance. Parameters are not compared (both runs get the same
+/// arguments); a transformed instruction without a same-shaped original in the entry
+/// computation has no counterpart. An inlined callee root maps to the `call` it replaced.
+pub fn build_mapping(original: &Module, transformed: &Module, prov: &Provenance) -> Mapping {
+    let oc = original.entry_computation();
+    let tc = transformed.entry_computation();
+    let mut counterpart = vec![None; tc.instructions.len()];
+    let mut uses = vec![0u32; oc.instructions.len()];
+    let mut keep = vec![false; oc.instructions.len()];
+    let mut position = vec![usize::MAX; oc.instructions.len()];
+    for (i, id) in oc.post_order().unwrap_or_default().into_iter().enumerate() {
+        position[id.index()] = i;
+    }
+    for (ti, ins) in tc.instructions.iter().enumerate() {
+        if ins.opcode == Opcode::Parameter {
+            continue;
+        }
+        let o = prov.origin(&tc.name, &ins.name);
+        let name = if o.instr.computation == oc.name && o.inlined_through.is_empty() {
+            Some(o.instr.instruction.clone())
+        } else if o.inlined_through.len() == 1 && o.inlined_through[0].computation == oc.name {
+            // A callee's root inlined through an entry `call` carries the call's value.
+            let callee_root = original
+                .find_computation(&o.instr.computation)
+                .map(|c| original.comp(c).root_instr().name == o.instr.instruction)
+                .unwrap_or(false);
+            callee_root.then(|| o.inlined_through[0].instruction.clone())
+        } else {
+            None
+        };
+        let Some(oid) = name.and_then(|n| oc.find(&n)) else {
+            continue;
+        };
+        let oins = oc.instr(oid);
+        if oins.opcode == Opcode::Parameter || !oins.shape.compatible(&ins.shape) {
+            continue;
+        }
+        counterpart[ti] = Some(oid);
+        uses[oid.index()] += 1;
+        if elementwise(oins) {
+            for &op in &oins.operands {
+                keep[op.index()] = true;
+            }
+        }
+    }
+    Mapping {
+        counterpart,
+        uses,
+        keep,
+        position,
+    }
+}
+
+/// Reference-side store.
+pub(crate) struct RefStore {
+    pub values: Vec<Option<Value>>,
+    pub remaining: Vec<u32>,
+    pub keep: Vec<bool>,
+}
+
+/// Hooks that record the reference values the device side will compare with.
+pub(crate) struct RefObserver {
+    pub store: Rc<RefCell<RefStore>>,
+}
+
+impl Hooks for RefObserver {
+    fn observe(&mut self, _m: &Module, _c: CompId, id: InstrId, value: &Value) {
+        let mut s = self.store.borrow_mut();
+        let i = id.index();
+        if s.remaining[i] > 0 || s.keep[i] {
+            s.values[i] = Some(value.clone());
+        }
+    }
+}
+
+/// Device-side comparison state.
+pub(crate) struct Comparer<'a> {
+    pub original: &'a Module,
+    pub mapping: &'a Mapping,
+    pub store: Rc<RefCell<RefStore>>,
+    pub tolerances: &'a Tolerances,
+    pub max_examples: usize,
+    pub first: Option<Divergence>,
+    pub divergent: usize,
+    pub errors: Vec<String>,
+    /// Per original entry instruction: 0 = not compared or bitwise-equal values, 1 = differed
+    /// within tolerance, 2 = beyond tolerance.
+    pub state: Vec<u8>,
+}
+
+impl Comparer<'_> {
+    /// Compares one device value of transformed instruction `tid`.
+    pub fn observe(&mut self, transformed: &Module, tid: InstrId, value: &Value) {
+        let Some(oid) = self.mapping.counterpart.get(tid.index()).copied().flatten() else {
+            return;
+        };
+        let oc = self.original.entry_computation();
+        let oins = oc.instr(oid);
+        let tname = &transformed.entry_computation().instr(tid).name;
+        let reference = {
+            let mut s = self.store.borrow_mut();
+            let i = oid.index();
+            s.remaining[i] = s.remaining[i].saturating_sub(1);
+            let v = s.values[i].clone();
+            if s.remaining[i] == 0 && !s.keep[i] {
+                s.values[i] = None;
+            }
+            v
+        };
+        let Some(reference) = reference else {
+            return;
+        };
+        let (rl, dl) = (reference.leaves(), value.leaves());
+        let position = self.mapping.position[oid.index()];
+        let mut diverged = false;
+        let mut differed = false;
+        for (leaf, (r, d)) in rl.iter().zip(&dl).enumerate() {
+            let tol = self.tolerances.get(r.shape.ty);
+            let m = match compare_arrays(r, d, &tol) {
+                Ok(m) => m,
+                Err(e) => {
+                    self.errors
+                        .push(format!("'{}' vs '{tname}': {e}", oins.name));
+                    continue;
+                }
+            };
+            differed |= m.ulp_histogram[0] != m.elements as u64;
+            if m.within_tolerance() {
+                continue;
+            }
+            diverged = true;
+            if self.first.as_ref().is_some_and(|f| f.position <= position) {
+                continue;
+            }
+            let idx = metrics::beyond_indices(r, d, &tol, self.max_examples);
+            let inputs_of = |flat: usize| -> Vec<String> {
+                if !elementwise(oins) || reference.leaves().len() != 1 {
+                    return Vec::new();
+                }
+                let s = self.store.borrow();
+                oins.operands
+                    .iter()
+                    .filter_map(|&op| {
+                        let v = s.values[op.index()].as_ref()?;
+                        let a = v.as_array().ok()?;
+                        let n = a.data.len();
+                        if n == r.data.len() {
+                            Some(a.format_element(flat))
+                        } else if n == 1 {
+                            Some(a.format_element(0))
+                        } else {
+                            None
+                        }
+                    })
+                    .collect()
+            };
+            let examples = idx
+                .into_iter()
+                .map(|flat| Example {
+                    index: metrics::unflatten(flat, &r.shape.dims),
+                    reference: r.format_element(flat),
+                    device: d.format_element(flat),
+                    inputs: inputs_of(flat),
+                })
+                .collect();
+            let mut operands_differed: Vec<String> = oins
+                .operands
+                .iter()
+                .filter(|o| self.state[o.index()] > 0)
+                .map(|&o| oc.instr(o).name.clone())
+                .collect();
+            operands_differed.dedup();
+            self.first = Some(Divergence {
+                instruction: oins.name.clone(),
+                opcode: oins.opcode.name().to_string(),
+                position,
+                device_instruction: tname.clone(),
+                operands_differed,
+                leaf,
+                metrics: m,
+                examples,
+            });
+        }
+        let st = &mut self.state[oid.index()];
+        *st = (*st).max(if diverged { 2 } else { differed as u8 });
+        if diverged {
+            self.divergent += 1;
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Differential testing: runs the reference evaluator on the original module and the device
+//! executor on the transformed module with the same inputs, then reports per-output error
+//! metrics, the first original instruction whose values diverge beyond tolerance, the device
+//! findings and the legalize passes' broken postconditions. `hlosim diff` is a thin layer on
+//! [`diff_module`].
+//!
+//! - [`inputs`]: seeded inputs with edge cases, index parameters kept in range.
+//! - [`tolerance`]: per-dtype tolerances and their text form.
+//! - [`metrics`]: abs / rel / ULP metrics of an array pair.
+//! - [`attribution`]: provenance mapping and first-divergence search.
+//! - [`contract`]: postconditions of legalize-intrinsics and legalize-compare.
+//! - [`report`]: the report, its JSON schema and its text form.
+
+pub mod attribution;
+pub mod contract;
+pub mod inputs;
+pub mod metrics;
+pub mod report;
+pub mod tolerance;
+
+pub use attribution::{Divergence, Example};
+pub use inputs::{generate as generate_inputs, InputOptions};
+pub use metrics::{compare_arrays, Metrics};
+pub use report::{DiffReport, OutputReport};
+pub use tolerance::{Tolerance, Tolerances};
+
+use crate::device::machine::Machine;
+use crate::device::schedule::profile_module;
+use crate::device::{execute_on_device_observed, DeviceConfig};
+use crate::eval::{Evaluator, Value};
+use crate::hlo::{InstrId, Module};
+use crate::passes::{PassError, PassManager};
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+
+/// What `diff_module` needs besides the module, the passes and the arguments.
+#[derive(Clone, Debug)]
+pub struct DiffOptions {
+    pub tolerances: Tolerances,
+    /// Example elements shown for the first divergence.
+    pub max_examples: usize,
+    /// How the inputs were obtained (copied into the report).
+    pub inputs_description: String,
+    /// Machine model for the time estimate of the transformed module (none: no estimate).
+    pub machine: Option<Machine>,
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions {
+            tolerances: Tolerances::default(),
+            max_examples: 5,
+            inputs_description: String::new(),
+            machine: None,
+        }
+    }
+}
+
+/// Errors that are the caller's fault (exit status 2): the module does not verify, a pass
+/// name is unknown, the arguments do not fit, the reference evaluator cannot run the module.
+#[derive(Debug)]
+pub enum DiffError {
+    /// The pipeline rejected its input (does not verify, unknown or unimplemented pass).
+    Pipeline(PassError),
+    /// The reference evaluator failed on the original module.
+    Reference(crate::eval::EvalError),
+}
+
+impl fmt::Display for DiffError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DiffError::Pipeline(e) => write!(f, "{e}"),
+            DiffError::Reference(e) => write!(f, "reference evaluation failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DiffError {}
+
+/// Runs the differential test. `pipeline` transforms a copy of `original` (inject any
+/// [`PassManager`], including the broken passes of `passes::mutants`); `args` feed both runs.
+///
+/// A pass that fails or breaks the module, a device run that stops with an error, and shape
+/// changes of outputs are reported (the report fails); errors about the inputs are
+/// [`DiffError`].
+pub fn diff_module(
+    original: &Module,
+    pipeline: &PassManager,
+    args: Vec<Value>,
+    device: DeviceConfig,
+    opts: &DiffOptions,
+) -> Result<DiffReport, DiffError> {
+    let mut report = DiffReport {
+        module: original.name.clone(),
+        passes: Vec::new(),
+        inputs: opts.inputs_description.clone(),
+        machine: opts.machine.as_ref().map(|m| m.name.clone()),
+        tolerances: opts.tolerances.entries(),
+        passed: false,
+        transform_error: None,
+        device_error: None,
+        outputs: Vec::new(),
+        output_errors: Vec::new(),
+        first_divergence: None,
+        divergent_instructions: 0,
+        findings: Vec::new(),
+        contract_violations: Vec::new(),
+        estimated_time_us: None,
+    };
+    let mut transformed = original.clone();
+    let out = match pipeline.run(&mut transformed) {
+        Ok(o) => o,
+        Err(
+            e @ (PassError::InvalidInput(_)
+            | PassError::UnknownPass { .. }
+            | PassError::NotImplemented { .. }
+            | PassError::Dump { .. }),
+        ) => return Err(DiffError::Pipeline(e)),
+        Err(e) => {
+            report.transform_error = Some(e.to_string());
+            return Ok(report);
+        }
+    };
+    report.passes = out
+        .runs
+        .iter()
+        .filter(|r| r.changed.is_some())
+        .map(|r| r.name.to_string())
+        .collect();
+    report.estimated_time_us = opts.machine.as_ref().and_then(|m| {
+        profile_module(&transformed, m, device.chooser)
+            .ok()
+            .map(|(_, p)| p.total_us)
+    });
+    let ran: Vec<&str> = report.passes.iter().map(|s| s.as_str()).collect();
+    report.contract_violations = contract::check(original, &transformed, &out.provenance, &ran);
+
+    let mapping = attribution::build_mapping(original, &transformed, &out.provenance);
+    let n = original.entry_computation().instructions.len();
+    let store = Rc::new(RefCell::new(attribution::RefStore {
+        values: vec![None; n],
+        remaining: mapping.uses.clone(),
+        keep: mapping.keep.clone(),
+    }));
+    let reference = {
+        let hooks = attribution::RefObserver {
+            store: store.clone(),
+        };
+        let mut ev = Evaluator::with_hooks(original, Box::new(hooks));
+        ev.run(args.clone()).map_err(DiffError::Reference)?
+    };
+
+    let mut cmp = attribution::Comparer {
+        original,
+        mapping: &mapping,
+        store: store.clone(),
+        tolerances: &opts.tolerances,
+        max_examples: opts.max_examples,
+        first: None,
+        divergent: 0,
+        errors: Vec::new(),
+        state: vec![0; n],
+    };
+    let run = {
+        let mut obs = |m: &Module, id: InstrId, v: &Value| cmp.observe(m, id, v);
+        execute_on_device_observed(&transformed, args, device, Some(&mut obs))
+    };
+    drop(store);
+    report.first_divergence = cmp.first.take();
+    report.divergent_instructions = cmp.divergent;
+    report.output_errors.extend(
+        cmp.errors
+            .iter()
+            .map(|e| format!("intermediate value shapes differ: {e}")),
+    );
+    match run {
+        Ok(run) => {
+            report.findings = run.findings;
+            let (rl, dl) = (reference.leaves(), run.result.leaves());
+            if rl.len() != dl.len() {
+                report.output_errors.push(format!(
+                    "the reference has {} outputs, the device {}",
+                    rl.len(),
+                    dl.len()
+                ));
+            }
+            for (i, (r, d)) in rl.iter().zip(&dl).enumerate() {
+                let tol = opts.tolerances.get(r.shape.ty);
+                match compare_arrays(r, d, &tol) {
+                    Ok(m) => report.outputs.push(OutputReport {
+                        index: i,
+                        tolerance: tol,
+                        within_tolerance: m.within_tolerance(),
+                        metrics: m,
+                    }),
+                    Err(e) => report.output_errors.push(format!("out{i}: {e}")),
+                }
+            }
+        }
+        Err(e) => report.device_error = Some(e.to_string()),
+    }
+    report.passed = report.compute_passed();
+    Ok(report)
+}

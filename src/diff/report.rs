@@ -1,0 +1,249 @@
+//! The diff report: its JSON schema (serde) and its text rendering.
+
+use super::attribution::Divergence;
+use super::contract::Violation;
+use super::metrics::{Metrics, ULP_BUCKETS};
+use super::tolerance::Tolerance;
+use crate::device::{Finding, Level};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// One output (a leaf of the root value, in order).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OutputReport {
+    /// Leaf index (`out<i>`).
+    pub index: usize,
+    /// The tolerance applied.
+    pub tolerance: Tolerance,
+    pub within_tolerance: bool,
+    pub metrics: Metrics,
+}
+
+/// The result of `hlosim diff`.
+///
+/// JSON schema (`--json`; every field always present unless marked optional):
+/// ```text
+/// {
+///   "module": "name", "passes": ["tuple-simplifier", ...], "inputs": "seed 0 (6.25% edge cases)",
+///   "machine": "trn2" | null,
+///   "tolerances": {"bf16": {"ulp": 1, "abs": 1.17e-38}, ...},   // dtypes not listed: exact
+///   "passed": bool,                       // the exit status: true ⇔ 0
+///   "transform_error": "..." | null,      // a pass failed or broke the module
+///   "device_error": "..." | null,         // the device run stopped with an error
+///   "outputs": [{"index": 0, "tolerance": {...}, "within_tolerance": bool,
+///                "metrics": {"dtype": "f32", "dims": [..], "elements": n,
+///                            "max_abs_error": x, "max_rel_error": x, "max_ulp": n,
+///                            "ulp_histogram": [n0, n1, n2, n3_4, n5_16, n_gt16],
+///                            "beyond_tolerance": n, "nan_mismatches": n,
+///                            "inf_mismatches": n, "both_nan": n,
+///                            "worst": {"flat": i, "index": [..], "reference": "..",
+///                                      "device": "..", "ulp": n | null} | null}}],
+///   "output_errors": ["..."],             // outputs that could not be compared
+///   "first_divergence": {"instruction": "%x", "opcode": "compare", "position": i,
+///                        "device_instruction": "%y", "operands_differed": ["%w"],
+///                        "leaf": 0, "metrics": {...},
+///                        "examples": [{"index": [..], "reference": "..", "device": "..",
+///                                      "inputs": [".."]}]} | null,
+///   "divergent_instructions": n,          // original instructions beyond tolerance
+///   "findings": [{"level": "warning"|"error", "computation": "..", "instruction": "..",
+///                 "kind": "total_order_compare", ..., "message": ".."}],
+///   "contract_violations": [{"pass": "legalize-compare", "instruction": "..",
+///                            "origin": "comp/instr", "message": ".."}],
+///   "estimated_time_us": x | null
+/// }
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DiffReport {
+    pub module: String,
+    pub passes: Vec<String>,
+    pub inputs: String,
+    pub machine: Option<String>,
+    pub tolerances: BTreeMap<String, Tolerance>,
+    pub passed: bool,
+    pub transform_error: Option<String>,
+    pub device_error: Option<String>,
+    pub outputs: Vec<OutputReport>,
+    pub output_errors: Vec<String>,
+    pub first_divergence: Option<Divergence>,
+    pub divergent_instructions: usize,
+    pub findings: Vec<Finding>,
+    pub contract_violations: Vec<Violation>,
+    pub estimated_time_us: Option<f64>,
+}
+
+impl DiffReport {
+    /// Whether every output is within tolerance and nothing error-level happened.
+    pub fn compute_passed(&self) -> bool {
+        self.transform_error.is_none()
+            && self.device_error.is_none()
+            && self.output_errors.is_empty()
+            && self.outputs.iter().all(|o| o.within_tolerance)
+            && !self.findings.iter().any(|f| f.level == Level::Error)
+            && self.contract_violations.is_empty()
+    }
+
+    /// The readable report: a header, one line per output, the first divergence, findings.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "module {}: reference vs device after [{}]",
+            self.module,
+            self.passes.join(", ")
+        );
+        let _ = writeln!(
+            s,
+            "inputs: {}{}",
+            self.inputs,
+            self.machine
+                .as_ref()
+                .map(|m| format!("; machine {m}"))
+                .unwrap_or_default()
+        );
+        if let Some(e) = &self.transform_error {
+            let _ = writeln!(s, "transform failed: {e}");
+        }
+        if !self.outputs.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n{:<5} {:<22} {:>10} {:>10} {:>7} {:>12} {:>6} {:>6} {:>8}  tolerance",
+                "out",
+                "shape",
+                "max abs",
+                "max rel",
+                "ulp",
+                "beyond tol",
+                "NaN≠",
+                "inf≠",
+                "NaN=NaN"
+            );
+        }
+        for o in &self.outputs {
+            let m = &o.metrics;
+            let shape = format!(
+                "{}[{}]",
+                m.dtype,
+                m.dims
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            let _ = writeln!(
+                s,
+                "{:<5} {:<22} {:>10.3e} {:>10.3e} {:>7} {:>12} {:>6} {:>6} {:>8}  {} {}",
+                format!("out{}", o.index),
+                shape,
+                m.max_abs_error,
+                m.max_rel_error,
+                m.max_ulp,
+                format!("{}/{}", m.beyond_tolerance, m.elements),
+                m.nan_mismatches,
+                m.inf_mismatches,
+                m.both_nan,
+                o.tolerance,
+                if o.within_tolerance { "ok" } else { "FAIL" }
+            );
+            if m.max_ulp > 0 {
+                let h: Vec<String> = ULP_BUCKETS
+                    .iter()
+                    .zip(m.ulp_histogram)
+                    .map(|(b, n)| format!("{b}:{n}"))
+                    .collect();
+                let _ = writeln!(s, "      ulp histogram {}", h.join(" "));
+            }
+            if !o.within_tolerance {
+                if let Some(w) = &m.worst {
+                    let _ = writeln!(
+                        s,
+                        "      worst {:?}: reference {} device {}",
+                        w.index, w.reference, w.device
+                    );
+                }
+            }
+        }
+        for e in &self.output_errors {
+            let _ = writeln!(s, "output error: {e}");
+        }
+        if let Some(e) = &self.device_error {
+            let _ = writeln!(s, "\ndevice run failed: {e}");
+        }
+        match &self.first_divergence {
+            Some(d) => {
+                let _ = writeln!(
+                    s,
+                    "\nfirst divergence: {} ({}) [device: {}]: {} of {} elements beyond tolerance, max ulp {}{} ({} divergent instruction{})",
+                    d.instruction,
+                    d.opcode,
+                    d.device_instruction,
+                    d.metrics.beyond_tolerance,
+                    d.metrics.elements,
+                    d.metrics.max_ulp,
+                    if d.metrics.nan_mismatches + d.metrics.inf_mismatches > 0 {
+                        format!(
+                            ", {} NaN and {} inf pattern differences",
+                            d.metrics.nan_mismatches, d.metrics.inf_mismatches
+                        )
+                    } else {
+                        String::new()
+                    },
+                    self.divergent_instructions,
+                    if self.divergent_instructions == 1 { "" } else { "s" }
+                );
+                if d.operands_differed.is_empty() {
+                    let _ = writeln!(s, "  its operands agree exactly: the divergence starts here");
+                } else {
+                    let _ = writeln!(
+                        s,
+                        "  operands that already differed (within tolerance): {}: amplified here",
+                        d.operands_differed.join(", ")
+                    );
+                }
+                for e in &d.examples {
+                    let _ = writeln!(
+                        s,
+                        "  at {:?}: reference {} device {}{}",
+                        e.index,
+                        e.reference,
+                        e.device,
+                        if e.inputs.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  (inputs {})", e.inputs.join(", "))
+                        }
+                    );
+                }
+            }
+            None if self.transform_error.is_none() => {
+                let _ = writeln!(
+                    s,
+                    "\nno instruction {}",
+                    if self.device_error.is_some() {
+                        "diverged beyond tolerance before the device run stopped"
+                    } else {
+                        "diverges beyond tolerance"
+                    }
+                );
+            }
+            None => {}
+        }
+        if !self.contract_violations.is_empty() {
+            let _ = writeln!(s, "\npass postconditions violated:");
+            for v in &self.contract_violations {
+                let _ = writeln!(s, "  error: {v}");
+            }
+        }
+        if !self.findings.is_empty() {
+            let _ = writeln!(s, "\nfindings:");
+            for f in &self.findings {
+                let _ = writeln!(s, "  {f}");
+            }
+        }
+        if let Some(t) = self.estimated_time_us {
+            let _ = writeln!(s, "\nestimated device time: {t:.3} us");
+        }
+        let _ = writeln!(s, "\nresult: {}", if self.passed { "PASS" } else { "FAIL" });
+        s
+    }
+}

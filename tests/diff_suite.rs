@@ -1,0 +1,275 @@
+//! Differential testing on a fixed suite: the correct Neuron pipeline passes, each of the nine
+//! broken pass variants of `passes::mutants` is caught, and a TOTALORDER compare is named as
+//! the first divergence with exactly the affected elements counted.
+
+use hlosim::device::act_engine::TableSet;
+use hlosim::device::DeviceConfig;
+use hlosim::diff::{self, DiffOptions, DiffReport, InputOptions};
+use hlosim::eval::Value;
+use hlosim::hlo::{parse_module, ArrayData, Module};
+use hlosim::passes::mutants::{self, Mutation};
+use hlosim::passes::{registry, Pass, PassManager, NEURON_PIPELINE};
+
+const SUITE: &[&str] = &[
+    "tests/fixtures/diff/activations.hlo",
+    "tests/fixtures/diff/softmax_second_operand.hlo",
+    "tests/fixtures/diff/compares.hlo",
+    "tests/fixtures/diff/gather_index.hlo",
+    "models/hlo/backward_gelu_silu.hlo",
+    "models/hlo/bert_mlp_gelu.hlo",
+    "models/hlo/llama_mlp_silu.hlo",
+];
+
+fn load(path: &str) -> Module {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    parse_module(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn inputs(m: &Module, seed: u64, edge_fraction: f64) -> Vec<Value> {
+    diff::generate_inputs(
+        m,
+        &TableSet::trainium(),
+        &InputOptions {
+            seed,
+            edge_fraction,
+        },
+    )
+    .unwrap()
+}
+
+fn run(m: &Module, pm: &PassManager, args: Vec<Value>) -> DiffReport {
+    diff::diff_module(
+        m,
+        pm,
+        args,
+        DeviceConfig::default(),
+        &DiffOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", m.name))
+}
+
+fn neuron_with(m: Mutation) -> PassManager {
+    let mut passes: Vec<Box<dyn Pass>> = NEURON_PIPELINE[..3]
+        .iter()
+        .map(|n| registry::make(n).unwrap())
+        .collect();
+    passes.push(Box::new(mutants::legalize_intrinsics(m)));
+    passes.push(Box::new(mutants::legalize_compare(m)));
+    PassManager::new(passes)
+}
+
+#[test]
+fn correct_pipeline_passes_the_suite() {
+    for path in SUITE {
+        let m = load(path);
+        for seed in [0, 1, 2] {
+            let r = run(
+                &m,
+                &neuron_with(Mutation::None),
+                inputs(&m, seed, 1.0 / 16.0),
+            );
+            assert!(
+                r.passed && r.first_divergence.is_none() && r.contract_violations.is_empty(),
+                "{path} seed {seed}:\n{}",
+                r.render()
+            );
+        }
+    }
+}
+
+#[test]
+fn every_mutant_is_caught() {
+    let modules: Vec<Module> = SUITE.iter().map(|p| load(p)).collect();
+    for &mu in &Mutation::ALL[1..] {
+        let pm = neuron_with(mu);
+        let mut caught_by = Vec::new();
+        for m in &modules {
+            let r = run(m, &pm, inputs(m, 0, 1.0 / 16.0));
+            if !r.passed {
+                caught_by.push((m.name.clone(), r));
+            }
+        }
+        assert!(
+            !caught_by.is_empty(),
+            "{mu:?} was not caught by any suite module"
+        );
+        // Each mutant is caught for the reason its bug implies, not by accident.
+        let any = |f: &dyn Fn(&DiffReport) -> bool| caught_by.iter().any(|(_, r)| f(r));
+        let finding = |r: &DiffReport, kind: &str| {
+            r.findings
+                .iter()
+                .any(|f| format!("{:?}", f.kind).starts_with(kind))
+        };
+        let violation = |r: &DiffReport, pass: &str, text: &str| {
+            r.contract_violations
+                .iter()
+                .any(|v| v.pass == pass && v.message.contains(text))
+        };
+        let ok = match mu {
+            Mutation::RewriteDuringWalk => any(&|r| {
+                finding(r, "UnloweredIntrinsic") && violation(r, "legalize-intrinsics", "unlowered")
+            }),
+            Mutation::WrongSuffix => any(&|r| {
+                finding(r, "DtypeMismatch") && violation(r, "legalize-intrinsics", "expected")
+            }),
+            Mutation::CountOffByOne => any(&|r| {
+                r.device_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("element count"))
+                    && violation(r, "legalize-intrinsics", "element count")
+            }),
+            Mutation::CountFirstDimOnly => any(&|r| {
+                finding(r, "NanPoisonedTail")
+                    && r.outputs.iter().any(|o| o.metrics.nan_mismatches > 0)
+                    && r.first_divergence.is_some()
+            }),
+            Mutation::SoftmaxAsActivation => any(&|r| {
+                r.device_error.is_some() && violation(r, "legalize-intrinsics", "AwsNeuronSoftmax")
+            }),
+            // The kernel reads the kept operand as n and stops the device run.
+            Mutation::KeepSecondOperand => any(&|r| {
+                r.device_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("operand 1 (n)"))
+                    && violation(r, "legalize-intrinsics", "3 operands")
+            }),
+            Mutation::GeluBackwardAsGelu => any(&|r| {
+                r.first_divergence.as_ref().is_some_and(|d| {
+                    d.instruction.contains("gelu_bwd") || d.instruction.contains("dgelu")
+                })
+            }),
+            Mutation::CompareDirectionFlipped => any(&|r| {
+                r.first_divergence
+                    .as_ref()
+                    .is_some_and(|d| d.opcode == "compare")
+                    && violation(r, "legalize-compare", "direction")
+            }),
+            Mutation::CompareTypeTotalOrder => any(&|r| {
+                finding(r, "TotalOrderCompare") && violation(r, "legalize-compare", "TOTALORDER")
+            }),
+            Mutation::None => unreachable!(),
+        };
+        assert!(
+            ok,
+            "{mu:?} caught, but not for the expected reason:\n{}",
+            caught_by
+                .iter()
+                .map(|(n, r)| format!("--- {n}\n{}", r.render()))
+                .collect::<String>()
+        );
+    }
+}
+
+/// Total order key of an f32 (XLA TOTALORDER): -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.
+fn total_key(x: f32) -> i32 {
+    let b = x.to_bits() as i32;
+    if b < 0 {
+        b ^ 0x7fff_ffff
+    } else {
+        b
+    }
+}
+
+#[test]
+fn totalorder_compare_is_the_first_divergence() {
+    let m = load("tests/fixtures/diff/totalorder.hlo");
+    let args = inputs(&m, 3, 0.5);
+    let (a, b) = match (args[0].as_array().unwrap(), args[1].as_array().unwrap()) {
+        (x, y) => match (&x.data, &y.data) {
+            (ArrayData::F32(a), ArrayData::F32(b)) => (a.clone(), b.clone()),
+            _ => panic!("f32 parameters"),
+        },
+    };
+    // Independent expectation: elements where TOTALORDER LT (bit order) and FLOAT LT disagree.
+    // FLOAT compares flush subnormal operands to zero (XLA:CPU's denormals-are-zero mode).
+    let daz = |v: f32| if v.is_subnormal() { 0.0 } else { v };
+    let affected = a
+        .iter()
+        .zip(&b)
+        .filter(|(x, y)| (total_key(**x) < total_key(**y)) != (daz(**x) < daz(**y)))
+        .count() as u64;
+    assert!(a.iter().chain(&b).any(|v| v.is_nan()), "inputs contain NaN");
+    assert!(
+        a.iter()
+            .chain(&b)
+            .any(|v| *v == 0.0 && v.is_sign_negative()),
+        "inputs contain -0"
+    );
+    assert!(affected > 0);
+    let r = run(&m, &neuron_with(Mutation::None), args);
+    let d = r.first_divergence.as_ref().expect("a divergence");
+    assert_eq!(d.instruction, "lt", "{}", r.render());
+    assert_eq!(d.opcode, "compare");
+    assert!(d.operands_differed.is_empty(), "the divergence starts at the compare");
+    assert_eq!(d.metrics.beyond_tolerance, affected);
+    assert_eq!(r.outputs[0].metrics.beyond_tolerance, affected);
+    assert!(!r.passed);
+    assert!(
+        r.findings.is_empty(),
+        "FLOAT compare after legalization: no finding"
+    );
+    // The example inputs of an elementwise compare are shown.
+    assert_eq!(d.examples[0].inputs.len(), 2);
+}
+
+#[test]
+fn same_seed_same_inputs_and_indices_in_range() {
+    let m = load("tests/fixtures/diff/gather_index.hlo");
+    let bits = |v: &[Value]| -> Vec<String> {
+        v.iter()
+            .map(|x| {
+                let a = x.as_array().unwrap();
+                (0..a.data.len())
+                    .map(|i| a.format_element(i))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect()
+    };
+    let x = inputs(&m, 42, 0.25);
+    assert_eq!(bits(&x), bits(&inputs(&m, 42, 0.25)));
+    assert_ne!(bits(&x), bits(&inputs(&m, 43, 0.25)));
+    // ids index 50 rows (slice size 1): [0, 50); start slices 4 of 50 rows: [0, 47).
+    match &x[1].as_array().unwrap().data {
+        ArrayData::S64(v) => assert!(v.iter().all(|&i| (0..50).contains(&i)), "{v:?}"),
+        _ => panic!(),
+    }
+    for seed in 0..40 {
+        match &inputs(&m, seed, 0.5)[2].as_array().unwrap().data {
+            ArrayData::S32(v) => assert!((0..47).contains(&v[0]), "{v:?}"),
+            _ => panic!(),
+        }
+    }
+    assert_eq!(
+        diff::inputs::index_bounds(&m)
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec![(1, 50), (2, 47)]
+    );
+}
+
+#[test]
+fn edge_cases_include_specials_and_table_points() {
+    let m = load("tests/fixtures/diff/activations.hlo");
+    let pts = diff::inputs::table_points(&m, &TableSet::trainium());
+    // gelu's stored octave edges include 1.0 (exponent 127, bucket 0) and 2.0.
+    assert!(pts.contains(&1.0) && pts.contains(&-2.0));
+    let args = inputs(&m, 5, 0.5);
+    let a = match &args[0].as_array().unwrap().data {
+        ArrayData::F32(v) => v.clone(),
+        _ => panic!(),
+    };
+    assert!(a.iter().any(|v| v.is_nan()));
+    assert!(a.iter().any(|v| v.is_infinite()));
+    assert!(a
+        .iter()
+        .any(|v| pts.contains(v) && v.abs() != 1.0 && v.abs() != 2.0));
+    let none = inputs(&m, 5, 0.0);
+    for v in &none {
+        let a = v.as_array().unwrap();
+        for i in 0..a.data.len() {
+            let s = a.format_element(i);
+            assert!(!s.contains("nan") && !s.contains("inf"), "{s}");
+        }
+    }
+}
