@@ -214,7 +214,8 @@ fn device_mode_runs_the_legalized_module_and_reports_loads_and_findings() {
     let gelu = "HloModule g\nENTRY e {\n  x = f32[3] parameter(0)\n  ROOT g = f32[3] custom-call(x), custom_call_target=\"AwsNeuronGelu\"\n}\n";
     std::fs::write(d.join("g.hlo"), gelu).unwrap();
     write_args(&d.join("a.npz"), &[f32s(&[1.0, 2.0, 3.5])]);
-    let base = ["run", s(&d.join("g.hlo")), "--args", s(&d.join("a.npz")), "--mode", "device"];
+    let (module, args) = (d.join("g.hlo"), d.join("a.npz"));
+    let base = ["run", s(&module), "--args", s(&args), "--mode", "device"];
     // Legalized first: one table load of gelu_and_others, no findings.
     let o = hlosim(&[&base[..], &["--pipeline", "neuron", "--json"]].concat());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -224,7 +225,11 @@ fn device_mode_runs_the_legalized_module_and_reports_loads_and_findings() {
     // Not legalized: the abstract intrinsic reaches the device and is reported.
     let o = hlosim(&base);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("reached the device unlowered"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("reached the device unlowered"),
+        "{}",
+        stderr(&o)
+    );
     // An unknown machine is an input error.
     let o = hlosim(&[&base[..], &["--machine", "trn9"]].concat());
     assert_eq!(o.status.code(), Some(2));

@@ -40,9 +40,10 @@ fn leaves_bf16(v: &Value) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// Exact gelu in f64 (independent of the tables and the evaluator).
+/// Exact gelu in f64 (independent of the tables and the evaluator), through erfc so the
+/// negative tail does not cancel.
 fn gelu(x: f64) -> f64 {
-    0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2))
+    0.5 * x * libm::erfc(-x / std::f64::consts::SQRT_2)
 }
 
 fn bf16_ulps(a: f32, b: f32) -> i32 {
@@ -103,11 +104,14 @@ fn bf16_gelu_kernel_matches_exact_gelu_within_one_ulp() {
     let got = &leaves_bf16(&run.result)[0];
     for (i, &x) in xs.iter().enumerate() {
         let want = gelu(bf16::from_f32(x).to_f64()) as f32;
-        assert!(
-            bf16_ulps(got[i], want) <= 1,
-            "gelu({x}) = {} on the device, exact {want}",
-            got[i]
-        );
+        // The table's target (ENGINE.md accuracy test): within 1 bf16 ULP where |exact| >=
+        // 2^-16, absolute error at most 2^-24 below that.
+        let ok = if want.abs() >= 2f32.powi(-16) {
+            bf16_ulps(got[i], want) <= 1
+        } else {
+            (got[i] - want).abs() <= 2f32.powi(-24)
+        };
+        assert!(ok, "gelu({x}) = {} on the device, exact {want}", got[i]);
     }
 }
 

@@ -54,12 +54,15 @@ fn check(stem: &str) {
             r.findings.is_empty()
                 && r.contract_violations.is_empty()
                 && r.device_error.is_none()
-                && r
-                    .first_divergence
+                && r.first_divergence
                     .as_ref()
                     .is_none_or(|d| !d.operands_differed.is_empty())
         };
-        assert!(ok, "{stem} (edge fraction {edge_fraction}):\n{}", r.render());
+        assert!(
+            ok,
+            "{stem} (edge fraction {edge_fraction}):\n{}",
+            r.render()
+        );
     }
 }
 

@@ -33,7 +33,10 @@ impl TransformArgs {
     /// The pass names to run, empty for none.
     pub fn names(&self) -> Vec<String> {
         if self.pipeline.is_some() {
-            hlosim::passes::registry::NEURON_PIPELINE.iter().map(|s| s.to_string()).collect()
+            hlosim::passes::registry::NEURON_PIPELINE
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
         } else {
             self.passes.clone()
         }
@@ -41,7 +44,10 @@ impl TransformArgs {
 
     /// Applies the transformation in place; returns the pipeline output (provenance) when
     /// anything ran.
-    pub fn apply(&self, module: &mut Module) -> Result<Option<hlosim::passes::PipelineOutput>, String> {
+    pub fn apply(
+        &self,
+        module: &mut Module,
+    ) -> Result<Option<hlosim::passes::PipelineOutput>, String> {
         let names = self.names();
         if names.is_empty() {
             return Ok(None);

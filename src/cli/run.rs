@@ -2,7 +2,13 @@
 //! summarise its outputs.
 
 use super::common::{load_module, TransformArgs};
-use hlosim::device::{act_engine::TableSet, execute_on_device, machine::Machine, roster::{Chooser, Roster}, DeviceConfig};
+use hlosim::device::{
+    act_engine::TableSet,
+    execute_on_device,
+    machine::Machine,
+    roster::{Chooser, Roster},
+    DeviceConfig,
+};
 use hlosim::eval::{Evaluator, Value};
 use hlosim::io::npz::{read_args, write_outputs, ArgSource};
 use hlosim::io::summary::summarize;
@@ -69,7 +75,8 @@ pub enum ChooserArg {
 fn device_config(a: &Args) -> Result<DeviceConfig, String> {
     let roster = match &a.roster {
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
             Roster::from_json(&text).map_err(|e| format!("{}: {e}", p.display()))?
         }
         None => Roster::trainium(),
@@ -82,7 +89,11 @@ fn device_config(a: &Args) -> Result<DeviceConfig, String> {
         ChooserArg::FirstFit => Chooser::FirstFit,
         ChooserArg::Optimal => Chooser::Optimal,
     };
-    Ok(DeviceConfig { roster, tables, chooser })
+    Ok(DeviceConfig {
+        roster,
+        tables,
+        chooser,
+    })
 }
 
 /// True when `a` and `b` name the same existing file.
@@ -125,18 +136,31 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     let result = match a.mode {
         Mode::Reference => Evaluator::new(&m).run(values).map_err(|e| e.to_string())?,
         Mode::Device => {
-            let run = execute_on_device(&m, values, device_config(&a)?).map_err(|e| e.to_string())?;
+            let run =
+                execute_on_device(&m, values, device_config(&a)?).map_err(|e| e.to_string())?;
             for f in &run.findings {
                 eprintln!("{f}");
             }
             if !run.loads.is_empty() {
-                let sets: Vec<String> = run.loads.iter().map(|l| format!("{} before {}", l.set_name, l.before)).collect();
+                let sets: Vec<String> = run
+                    .loads
+                    .iter()
+                    .map(|l| format!("{} before {}", l.set_name, l.before))
+                    .collect();
                 eprintln!("table loads: {} ({})", run.loads.len(), sets.join(", "));
             }
             if a.json {
-                let shapes: Vec<String> = run.result.leaves().iter().map(|l| l.shape.to_string()).collect();
+                let shapes: Vec<String> = run
+                    .result
+                    .leaves()
+                    .iter()
+                    .map(|l| l.shape.to_string())
+                    .collect();
                 let doc = serde_json::json!({ "findings": run.findings, "table_loads": run.loads, "outputs": shapes });
-                println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+                );
             }
             run.result
         }

@@ -192,7 +192,10 @@ impl DiffReport {
                     if self.divergent_instructions == 1 { "" } else { "s" }
                 );
                 if d.operands_differed.is_empty() {
-                    let _ = writeln!(s, "  its operands agree exactly: the divergence starts here");
+                    let _ = writeln!(
+                        s,
+                        "  its operands agree exactly: the divergence starts here"
+                    );
                 } else {
                     let _ = writeln!(
                         s,
