@@ -926,16 +926,7 @@ fn verify_gather(ctx: &Ctx) -> Result<(), VerifyError> {
         return ctx.err(format!("slice_sizes {sizes:?} do not fit operand {o}"));
     }
     let ivd = g.index_vector_dim;
-    if ivd < 0 || ivd as usize > idx.rank() {
-        return ctx.err(format!(
-            "index_vector_dim {ivd} is out of range for indices {idx}"
-        ));
-    }
-    let index_len = if (ivd as usize) < idx.rank() {
-        idx.dims[ivd as usize]
-    } else {
-        1
-    };
+    let index_len = index_vector_length(ctx, ivd, &idx)?;
     if g.start_index_map.len() as i64 != index_len {
         return ctx.err(format!(
             "start_index_map {:?} must have {index_len} entries",
@@ -1010,16 +1001,7 @@ fn verify_scatter(ctx: &Ctx) -> Result<(), VerifyError> {
         return ctx.err("scatter needs dimension numbers");
     };
     let ivd = s.index_vector_dim;
-    if ivd < 0 || ivd as usize > idx.rank() {
-        return ctx.err(format!(
-            "index_vector_dim {ivd} is out of range for indices {idx}"
-        ));
-    }
-    let index_len = if (ivd as usize) < idx.rank() {
-        idx.dims[ivd as usize]
-    } else {
-        1
-    };
+    let index_len = index_vector_length(ctx, ivd, &idx)?;
     if s.scatter_dims_to_operand_dims.len() as i64 != index_len {
         return ctx.err(format!(
             "scatter_dims_to_operand_dims {:?} must have {index_len} entries",
@@ -1197,4 +1179,23 @@ fn verify_convolution(ctx: &Ctx) -> Result<(), VerifyError> {
             window_output(ctx, l.dims[c.input_spatial[i] as usize], &d)?;
     }
     ctx.expect_dims(&want)
+}
+
+/// Checks `index_vector_dim` against the indices' rank and returns how many indices each
+/// index vector holds (1 when the vector dimension is implicit), for gather and scatter.
+fn index_vector_length(
+    ctx: &Ctx,
+    ivd: i64,
+    idx: &super::shape::ArrayShape,
+) -> Result<i64, VerifyError> {
+    if ivd < 0 || ivd as usize > idx.rank() {
+        return ctx.err(format!(
+            "index_vector_dim {ivd} is out of range for indices {idx}"
+        ));
+    }
+    Ok(if (ivd as usize) < idx.rank() {
+        idx.dims[ivd as usize]
+    } else {
+        1
+    })
 }
