@@ -4,14 +4,26 @@
 //! first original instruction (in the original's execution order) whose values diverge
 //! beyond tolerance.
 //!
+//! An instruction whose device values are beyond tolerance is then **replayed**: the original
+//! instruction's reference semantics are applied to the device's values of its operands (the
+//! device instructions that correspond to the original operands, position by position). If
+//! the device agrees with the replay, the instruction computed the right function of what it
+//! was given and only amplified differences it received within tolerance (a table that
+//! returns 0 for silu(−30) ≈ −2.8e-12, then multiplied by inf, gives NaN where the reference
+//! gives −inf): it is counted as *amplified*, not as a divergence. If not — or if its operands
+//! do not correspond to the original's (a pass rewired them) — it is a divergence. The first
+//! divergence is therefore the first instruction that computed the wrong function, which is
+//! what a pass bug or a device unit outside its accuracy contract looks like.
+//!
 //! Memory: the reference run keeps only values of original instructions that have a
 //! counterpart on the device (plus the operands of elementwise ones, to show example
-//! inputs); each is dropped once its last counterpart has been compared.
+//! inputs); each is dropped once its last counterpart has been compared. The device side keeps
+//! each entry value (a shared `Arc`, no copy) until its last user has been compared.
 
 use super::metrics::{self, compare_arrays, Metrics};
 use super::tolerance::Tolerances;
-use crate::eval::{Hooks, Value};
-use crate::hlo::{CompId, InstrId, Module, Opcode};
+use crate::eval::{dispatch, Evaluator, Hooks, Value};
+use crate::hlo::{CompId, Computation, InstrId, Instruction, Module, Opcode};
 use crate::neuron;
 use crate::passes::Provenance;
 use serde::Serialize;
@@ -28,9 +40,13 @@ pub struct Example {
     /// The reference operand values at the same index (elementwise instructions only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<String>,
+    /// The device operand values at the same index (elementwise instructions only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_inputs: Vec<String>,
 }
 
-/// The first instruction whose device values diverge beyond tolerance.
+/// An instruction whose device values are beyond tolerance (see the module docs for
+/// divergent vs amplified).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Divergence {
     /// Original instruction name (entry computation).
@@ -41,10 +57,12 @@ pub struct Divergence {
     /// The transformed instruction(s) compared against it.
     pub device_instruction: String,
     /// Operands whose device values already differed from the reference (within or beyond
-    /// tolerance). Empty: this instruction introduced the divergence itself (a lowered kernel,
-    /// a changed compare, a pass bug). Non-empty: it amplified differences it received (for
-    /// example a dot summing activation outputs that are 1 ULP off).
+    /// tolerance). Empty: the difference starts at this instruction.
     pub operands_differed: Vec<String>,
+    /// Whether the device result equals (within tolerance) the original instruction's
+    /// reference semantics applied to the device's operand values: the instruction amplified
+    /// differences it received and did not compute a wrong function itself.
+    pub amplified: bool,
     /// For tuple values: which leaf diverged.
     pub leaf: usize,
     pub metrics: Metrics,
@@ -62,6 +80,9 @@ pub struct Mapping {
     pub keep: Vec<bool>,
     /// Per original entry instruction: its position in execution order.
     pub position: Vec<usize>,
+    /// Whether the transformed root maps to the original root (so every output is compared
+    /// and replayed like any other value).
+    pub root_compared: bool,
 }
 
 /// Whether instruction outputs map elementwise to operand elements.
@@ -119,12 +140,67 @@ pub fn build_mapping(original: &Module, transformed: &Module, prov: &Provenance)
             }
         }
     }
+    let root_compared = counterpart[tc.root.index()] == Some(oc.root);
     Mapping {
         counterpart,
         uses,
         keep,
         position,
+        root_compared,
     }
+}
+
+/// The original value an operand really carries: looks through what the passes remove
+/// without changing values (`AwsNeuronTransferWithStaticRing` is bypassed, a
+/// get-tuple-element of a tuple is its element).
+fn resolve_original(oc: &Computation, mut id: InstrId) -> InstrId {
+    for _ in 0..oc.instructions.len() {
+        let ins = oc.instr(id);
+        let next = match ins.opcode {
+            Opcode::CustomCall
+                if ins.custom_call_target() == Some(neuron::TRANSFER_WITH_STATIC_RING) =>
+            {
+                ins.operands.first().copied()
+            }
+            Opcode::GetTupleElement => ins.operands.first().and_then(|&t| {
+                let tuple = oc.instr(t);
+                (tuple.opcode == Opcode::Tuple)
+                    .then_some(ins.attrs.tuple_index)
+                    .flatten()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .and_then(|i| tuple.operands.get(i).copied())
+            }),
+            _ => None,
+        };
+        match next {
+            Some(n) => id = n,
+            None => break,
+        }
+    }
+    id
+}
+
+/// Whether transformed instruction `t` reads, position by position, the values that original
+/// instruction `o` reads (`t` may have more operands: a lowered activation adds n).
+fn operands_correspond(
+    oc: &Computation,
+    tc: &Computation,
+    mapping: &Mapping,
+    o: &Instruction,
+    t: &Instruction,
+) -> bool {
+    o.operands.len() <= t.operands.len()
+        && o.operands.iter().zip(&t.operands).all(|(&oo, &to)| {
+            let want = resolve_original(oc, oo);
+            let tins = tc.instr(to);
+            if tins.opcode == Opcode::Parameter {
+                let w = oc.instr(want);
+                w.opcode == Opcode::Parameter
+                    && w.attrs.parameter_number == tins.attrs.parameter_number
+            } else {
+                mapping.counterpart[to.index()] == Some(want)
+            }
+        })
 }
 
 /// Reference-side store.
@@ -152,6 +228,16 @@ impl Hooks for RefObserver {
 /// Device-side comparison state.
 pub(crate) struct Comparer<'a> {
     pub original: &'a Module,
+    /// Runs single original instructions on device values (the replay).
+    pub replayer: Evaluator<'a>,
+    /// Per transformed entry instruction: its device value while users are pending.
+    pub device_values: Vec<Option<Value>>,
+    /// Per transformed entry instruction: users not yet observed.
+    pub device_uses: Vec<u32>,
+    /// Instructions beyond tolerance that only amplified differences (see module docs).
+    pub amplified: usize,
+    /// The first of those, for the report.
+    pub first_amplified: Option<Divergence>,
     pub mapping: &'a Mapping,
     pub store: Rc<RefCell<RefStore>>,
     pub tolerances: &'a Tolerances,
@@ -167,10 +253,60 @@ pub(crate) struct Comparer<'a> {
 impl Comparer<'_> {
     /// Compares one device value of transformed instruction `tid`.
     pub fn observe(&mut self, transformed: &Module, tid: InstrId, value: &Value) {
+        let tc = transformed.entry_computation();
+        if self.device_uses[tid.index()] > 0 {
+            self.device_values[tid.index()] = Some(value.clone());
+        }
+        self.compare(transformed, tid, value);
+        for &op in &tc.instr(tid).operands {
+            let u = &mut self.device_uses[op.index()];
+            *u = u.saturating_sub(1);
+            if *u == 0 {
+                self.device_values[op.index()] = None;
+            }
+        }
+    }
+
+    /// Whether the device value of `tid` equals, within tolerance, original instruction
+    /// `oid`'s reference semantics applied to the device values of the corresponding operands.
+    fn replay_agrees(
+        &mut self,
+        transformed: &Module,
+        tid: InstrId,
+        oid: InstrId,
+        value: &Value,
+    ) -> bool {
+        let oc = self.original.entry_computation();
+        let tc = transformed.entry_computation();
+        let (oins, tins) = (oc.instr(oid), tc.instr(tid));
+        if !operands_correspond(oc, tc, self.mapping, oins, tins) {
+            return false;
+        }
+        let Some(ops) = tins.operands[..oins.operands.len()]
+            .iter()
+            .map(|o| self.device_values[o.index()].clone())
+            .collect::<Option<Vec<Value>>>()
+        else {
+            return false;
+        };
+        let refs: Vec<&Value> = ops.iter().collect();
+        let Ok(replayed) = dispatch(&mut self.replayer, oc, oins, &refs) else {
+            return false;
+        };
+        let (rl, dl) = (replayed.leaves(), value.leaves());
+        rl.len() == dl.len()
+            && rl.iter().zip(&dl).all(|(r, d)| {
+                compare_arrays(r, d, &self.tolerances.get(r.shape.ty))
+                    .is_ok_and(|m| m.within_tolerance())
+            })
+    }
+
+    fn compare(&mut self, transformed: &Module, tid: InstrId, value: &Value) {
         let Some(oid) = self.mapping.counterpart.get(tid.index()).copied().flatten() else {
             return;
         };
-        let oc = self.original.entry_computation();
+        let original = self.original;
+        let oc = original.entry_computation();
         let oins = oc.instr(oid);
         let tname = &transformed.entry_computation().instr(tid).name;
         let reference = {
@@ -190,6 +326,7 @@ impl Comparer<'_> {
         let position = self.mapping.position[oid.index()];
         let mut diverged = false;
         let mut differed = false;
+        let mut amplified = None;
         for (leaf, (r, d)) in rl.iter().zip(&dl).enumerate() {
             let tol = self.tolerances.get(r.shape.ty);
             let m = match compare_arrays(r, d, &tol) {
@@ -205,7 +342,14 @@ impl Comparer<'_> {
                 continue;
             }
             diverged = true;
-            if self.first.as_ref().is_some_and(|f| f.position <= position) {
+            let amp =
+                *amplified.get_or_insert_with(|| self.replay_agrees(transformed, tid, oid, value));
+            let slot = if amp {
+                &self.first_amplified
+            } else {
+                &self.first
+            };
+            if slot.as_ref().is_some_and(|f| f.position <= position) {
                 continue;
             }
             let idx = metrics::beyond_indices(r, d, &tol, self.max_examples);
@@ -230,6 +374,24 @@ impl Comparer<'_> {
                     })
                     .collect()
             };
+            let tins = transformed.entry_computation().instr(tid);
+            let device_inputs_of = |flat: usize| -> Vec<String> {
+                if !elementwise(oins) || dl.len() != 1 {
+                    return Vec::new();
+                }
+                tins.operands
+                    .iter()
+                    .take(oins.operands.len())
+                    .filter_map(|op| {
+                        let a = self.device_values[op.index()].as_ref()?.as_array().ok()?;
+                        match a.data.len() {
+                            n if n == d.data.len() => Some(a.format_element(flat)),
+                            1 => Some(a.format_element(0)),
+                            _ => None,
+                        }
+                    })
+                    .collect()
+            };
             let examples = idx
                 .into_iter()
                 .map(|flat| Example {
@@ -237,6 +399,7 @@ impl Comparer<'_> {
                     reference: r.format_element(flat),
                     device: d.format_element(flat),
                     inputs: inputs_of(flat),
+                    device_inputs: device_inputs_of(flat),
                 })
                 .collect();
             let mut operands_differed: Vec<String> = oins
@@ -246,21 +409,29 @@ impl Comparer<'_> {
                 .map(|&o| oc.instr(o).name.clone())
                 .collect();
             operands_differed.dedup();
-            self.first = Some(Divergence {
+            let record = Some(Divergence {
                 instruction: oins.name.clone(),
                 opcode: oins.opcode.name().to_string(),
                 position,
                 device_instruction: tname.clone(),
                 operands_differed,
+                amplified: amp,
                 leaf,
                 metrics: m,
                 examples,
             });
+            if amp {
+                self.first_amplified = record;
+            } else {
+                self.first = record;
+            }
         }
         let st = &mut self.state[oid.index()];
         *st = (*st).max(if diverged { 2 } else { differed as u8 });
-        if diverged {
-            self.divergent += 1;
+        match (diverged, amplified) {
+            (true, Some(true)) => self.amplified += 1,
+            (true, _) => self.divergent += 1,
+            _ => {}
         }
     }
 }

@@ -44,6 +44,9 @@ pub struct DiffOptions {
     pub inputs_description: String,
     /// Machine model for the time estimate of the transformed module (none: no estimate).
     pub machine: Option<Machine>,
+    /// Outputs must be within tolerance of the reference even when every difference is
+    /// explained as amplification of in-tolerance device differences (see [`attribution`]).
+    pub strict: bool,
 }
 
 impl Default for DiffOptions {
@@ -53,6 +56,7 @@ impl Default for DiffOptions {
             max_examples: 5,
             inputs_description: String::new(),
             machine: None,
+            strict: false,
         }
     }
 }
@@ -104,6 +108,9 @@ pub fn diff_module(
         output_errors: Vec::new(),
         first_divergence: None,
         divergent_instructions: 0,
+        first_amplified: None,
+        amplified_instructions: 0,
+        strict: opts.strict,
         findings: Vec::new(),
         contract_violations: Vec::new(),
         estimated_time_us: None,
@@ -151,8 +158,20 @@ pub fn diff_module(
         ev.run(args.clone()).map_err(DiffError::Reference)?
     };
 
+    let tc = transformed.entry_computation();
+    let mut device_uses = vec![0u32; tc.instructions.len()];
+    for ins in &tc.instructions {
+        for op in &ins.operands {
+            device_uses[op.index()] += 1;
+        }
+    }
     let mut cmp = attribution::Comparer {
         original,
+        replayer: Evaluator::new(original),
+        device_values: vec![None; tc.instructions.len()],
+        device_uses,
+        amplified: 0,
+        first_amplified: None,
         mapping: &mapping,
         store: store.clone(),
         tolerances: &opts.tolerances,
@@ -169,6 +188,12 @@ pub fn diff_module(
     drop(store);
     report.first_divergence = cmp.first.take();
     report.divergent_instructions = cmp.divergent;
+    report.first_amplified = cmp.first_amplified.take();
+    report.amplified_instructions = cmp.amplified;
+    // Outputs beyond tolerance are explained when every value beyond tolerance on the way
+    // was replayed and found to be the right function of its (in-tolerance) inputs.
+    let explained =
+        report.first_divergence.is_none() && mapping.root_compared && cmp.errors.is_empty();
     report.output_errors.extend(
         cmp.errors
             .iter()
@@ -192,6 +217,7 @@ pub fn diff_module(
                         index: i,
                         tolerance: tol,
                         within_tolerance: m.within_tolerance(),
+                        amplified: !m.within_tolerance() && explained,
                         metrics: m,
                     }),
                     Err(e) => report.output_errors.push(format!("out{i}: {e}")),

@@ -17,7 +17,22 @@ pub struct OutputReport {
     /// The tolerance applied.
     pub tolerance: Tolerance,
     pub within_tolerance: bool,
+    /// Beyond tolerance, but only because in-tolerance device differences were amplified by
+    /// correct computations (no divergent instruction; see `diff::attribution`). Passes unless
+    /// the diff is strict.
+    pub amplified: bool,
     pub metrics: Metrics,
+}
+
+impl OutputReport {
+    /// The status word of the text report.
+    fn status(&self) -> &'static str {
+        match (self.within_tolerance, self.amplified) {
+            (true, _) => "ok",
+            (false, true) => "amplified",
+            (false, false) => "FAIL",
+        }
+    }
 }
 
 /// The result of `hlosim diff`.
@@ -31,7 +46,9 @@ pub struct OutputReport {
 ///   "passed": bool,                       // the exit status: true ⇔ 0
 ///   "transform_error": "..." | null,      // a pass failed or broke the module
 ///   "device_error": "..." | null,         // the device run stopped with an error
+///   "strict": bool,                       // amplified outputs fail too (--strict)
 ///   "outputs": [{"index": 0, "tolerance": {...}, "within_tolerance": bool,
+///                "amplified": bool,       // beyond tolerance only through amplification
 ///                "metrics": {"dtype": "f32", "dims": [..], "elements": n,
 ///                            "max_abs_error": x, "max_rel_error": x, "max_ulp": n,
 ///                            "ulp_histogram": [n0, n1, n2, n3_4, n5_16, n_gt16],
@@ -42,10 +59,13 @@ pub struct OutputReport {
 ///   "output_errors": ["..."],             // outputs that could not be compared
 ///   "first_divergence": {"instruction": "%x", "opcode": "compare", "position": i,
 ///                        "device_instruction": "%y", "operands_differed": ["%w"],
-///                        "leaf": 0, "metrics": {...},
+///                        "amplified": false, "leaf": 0, "metrics": {...},
 ///                        "examples": [{"index": [..], "reference": "..", "device": "..",
-///                                      "inputs": [".."]}]} | null,
-///   "divergent_instructions": n,          // original instructions beyond tolerance
+///                                      "inputs": [".."], "device_inputs": [".."]}]} | null,
+///   "divergent_instructions": n,          // instructions that computed a wrong function
+///   "first_amplified": {...same fields, "amplified": true} | null,
+///   "amplified_instructions": n,          // beyond tolerance, but the right function of
+///                                         // their device inputs
 ///   "findings": [{"level": "warning"|"error", "computation": "..", "instruction": "..",
 ///                 "kind": "total_order_compare", ..., "message": ".."}],
 ///   "contract_violations": [{"pass": "legalize-compare", "instruction": "..",
@@ -67,6 +87,9 @@ pub struct DiffReport {
     pub output_errors: Vec<String>,
     pub first_divergence: Option<Divergence>,
     pub divergent_instructions: usize,
+    pub first_amplified: Option<Divergence>,
+    pub amplified_instructions: usize,
+    pub strict: bool,
     pub findings: Vec<Finding>,
     pub contract_violations: Vec<Violation>,
     pub estimated_time_us: Option<f64>,
@@ -78,7 +101,10 @@ impl DiffReport {
         self.transform_error.is_none()
             && self.device_error.is_none()
             && self.output_errors.is_empty()
-            && self.outputs.iter().all(|o| o.within_tolerance)
+            && self
+                .outputs
+                .iter()
+                .all(|o| o.within_tolerance || (o.amplified && !self.strict))
             && !self.findings.iter().any(|f| f.level == Level::Error)
             && self.contract_violations.is_empty()
     }
@@ -143,7 +169,11 @@ impl DiffReport {
                 m.inf_mismatches,
                 m.both_nan,
                 o.tolerance,
-                if o.within_tolerance { "ok" } else { "FAIL" }
+                if o.amplified && self.strict {
+                    "FAIL (amplified, --strict)"
+                } else {
+                    o.status()
+                }
             );
             if m.max_ulp > 0 {
                 let h: Vec<String> = ULP_BUCKETS
@@ -171,25 +201,12 @@ impl DiffReport {
         }
         match &self.first_divergence {
             Some(d) => {
-                let _ = writeln!(
-                    s,
-                    "\nfirst divergence: {} ({}) [device: {}]: {} of {} elements beyond tolerance, max ulp {}{} ({} divergent instruction{})",
-                    d.instruction,
-                    d.opcode,
-                    d.device_instruction,
-                    d.metrics.beyond_tolerance,
-                    d.metrics.elements,
-                    d.metrics.max_ulp,
-                    if d.metrics.nan_mismatches + d.metrics.inf_mismatches > 0 {
-                        format!(
-                            ", {} NaN and {} inf pattern differences",
-                            d.metrics.nan_mismatches, d.metrics.inf_mismatches
-                        )
-                    } else {
-                        String::new()
-                    },
+                render_instruction(
+                    &mut s,
+                    "first divergence",
+                    d,
                     self.divergent_instructions,
-                    if self.divergent_instructions == 1 { "" } else { "s" }
+                    "divergent",
                 );
                 if d.operands_differed.is_empty() {
                     let _ = writeln!(
@@ -199,24 +216,11 @@ impl DiffReport {
                 } else {
                     let _ = writeln!(
                         s,
-                        "  operands that already differed (within tolerance): {}: amplified here",
+                        "  operands that already differed: {}; replaying the original instruction on the device's operands does not give the device's result",
                         d.operands_differed.join(", ")
                     );
                 }
-                for e in &d.examples {
-                    let _ = writeln!(
-                        s,
-                        "  at {:?}: reference {} device {}{}",
-                        e.index,
-                        e.reference,
-                        e.device,
-                        if e.inputs.is_empty() {
-                            String::new()
-                        } else {
-                            format!("  (inputs {})", e.inputs.join(", "))
-                        }
-                    );
-                }
+                render_examples(&mut s, d);
             }
             None if self.transform_error.is_none() => {
                 let _ = writeln!(
@@ -224,12 +228,33 @@ impl DiffReport {
                     "\nno instruction {}",
                     if self.device_error.is_some() {
                         "diverged beyond tolerance before the device run stopped"
-                    } else {
+                    } else if self.amplified_instructions == 0 {
                         "diverges beyond tolerance"
+                    } else {
+                        "computes a wrong function (the values beyond tolerance are amplified, below)"
                     }
                 );
             }
             None => {}
+        }
+        if let Some(d) = &self.first_amplified {
+            render_instruction(
+                &mut s,
+                "first amplified",
+                d,
+                self.amplified_instructions,
+                "amplified",
+            );
+            let _ = writeln!(
+                s,
+                "  replaying it on the device's operands gives the device's result: the differences come from {}",
+                if d.operands_differed.is_empty() {
+                    "its operands".to_string()
+                } else {
+                    d.operands_differed.join(", ")
+                }
+            );
+            render_examples(&mut s, d);
         }
         if !self.contract_violations.is_empty() {
             let _ = writeln!(s, "\npass postconditions violated:");
@@ -248,5 +273,51 @@ impl DiffReport {
         }
         let _ = writeln!(s, "\nresult: {}", if self.passed { "PASS" } else { "FAIL" });
         s
+    }
+}
+
+/// The headline of a divergent or amplified instruction.
+fn render_instruction(s: &mut String, title: &str, d: &Divergence, count: usize, kind: &str) {
+    let m = &d.metrics;
+    let _ = writeln!(
+        s,
+        "\n{title}: {} ({}) [device: {}]: {} of {} elements beyond tolerance, max ulp {}{} ({count} {kind} instruction{})",
+        d.instruction,
+        d.opcode,
+        d.device_instruction,
+        m.beyond_tolerance,
+        m.elements,
+        m.max_ulp,
+        if m.nan_mismatches + m.inf_mismatches > 0 {
+            format!(
+                ", {} NaN and {} inf pattern differences",
+                m.nan_mismatches, m.inf_mismatches
+            )
+        } else {
+            String::new()
+        },
+        if count == 1 { "" } else { "s" }
+    );
+}
+
+/// The example elements of a divergent or amplified instruction.
+fn render_examples(s: &mut String, d: &Divergence) {
+    for e in &d.examples {
+        let _ = writeln!(
+            s,
+            "  at {:?}: reference {} device {}{}",
+            e.index,
+            e.reference,
+            e.device,
+            match (e.inputs.is_empty(), e.device_inputs.is_empty()) {
+                (false, false) if e.inputs != e.device_inputs => format!(
+                    "  (inputs: reference {}; device {})",
+                    e.inputs.join(", "),
+                    e.device_inputs.join(", ")
+                ),
+                (false, _) => format!("  (inputs {})", e.inputs.join(", ")),
+                _ => String::new(),
+            }
+        );
     }
 }
