@@ -114,55 +114,41 @@ pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
     );
     let ty = out_shape.ty;
     let (lt, rt) = (lhs.ty(), rhs.ty());
+    // One matrixmultiply call per row block of each batch, in f32 (sgemm) or f64 (dgemm).
+    macro_rules! float_gemm {
+        ($gather:ident, $gemm:ident, $zero:expr) => {{
+            let a = convert::$gather(&lhs.data, lt, &loff);
+            let bb = convert::$gather(&rhs.data, rt, &roff);
+            let mut c = vec![$zero; b * m * n];
+            // SAFETY: `a` holds b·m·k and `bb` b·k·n elements in row-major order; block `c` is
+            // rows × n with r0 + rows ≤ m, so every pointer walks inside its buffer.
+            batched(&mut c, b, m, n, k, |rows, c, bi, r0| unsafe {
+                matrixmultiply::$gemm(
+                    rows,
+                    k,
+                    n,
+                    1.0,
+                    a[(bi * m + r0) * k..].as_ptr(),
+                    k as isize,
+                    1,
+                    bb[bi * k * n..].as_ptr(),
+                    n as isize,
+                    1,
+                    0.0,
+                    c.as_mut_ptr(),
+                    n as isize,
+                    1,
+                )
+            });
+            c
+        }};
+    }
     let data = match Compute::for_result(ty)? {
         Compute::F32 => {
-            let a = convert::gather_f32(&lhs.data, lt, &loff);
-            let bb = convert::gather_f32(&rhs.data, rt, &roff);
-            let mut c = vec![0f32; b * m * n];
-            batched(&mut c, b, m, n, k, |rows, c, bi, r0| unsafe {
-                matrixmultiply::sgemm(
-                    rows,
-                    k,
-                    n,
-                    1.0,
-                    a[(bi * m + r0) * k..].as_ptr(),
-                    k as isize,
-                    1,
-                    bb[bi * k * n..].as_ptr(),
-                    n as isize,
-                    1,
-                    0.0,
-                    c.as_mut_ptr(),
-                    n as isize,
-                    1,
-                )
-            });
+            let c = float_gemm!(gather_f32, sgemm, 0f32);
             convert::from_f32(ty, c)
         }
-        Compute::F64 => {
-            let a = convert::gather_f64(&lhs.data, lt, &loff);
-            let bb = convert::gather_f64(&rhs.data, rt, &roff);
-            let mut c = vec![0f64; b * m * n];
-            batched(&mut c, b, m, n, k, |rows, c, bi, r0| unsafe {
-                matrixmultiply::dgemm(
-                    rows,
-                    k,
-                    n,
-                    1.0,
-                    a[(bi * m + r0) * k..].as_ptr(),
-                    k as isize,
-                    1,
-                    bb[bi * k * n..].as_ptr(),
-                    n as isize,
-                    1,
-                    0.0,
-                    c.as_mut_ptr(),
-                    n as isize,
-                    1,
-                )
-            });
-            ArrayData::F64(c)
-        }
+        Compute::F64 => ArrayData::F64(float_gemm!(gather_f64, dgemm, 0f64)),
         Compute::I64 => {
             let a = convert::gather_i64(&lhs.data, lt, &loff)?;
             let bb = convert::gather_i64(&rhs.data, rt, &roff)?;
