@@ -411,10 +411,6 @@ const KNOWN_DEVIATIONS: &[(&str, &str)] = &[
         "call_hand",
         "2-4 ULP in a called computation: XLA:CPU contracts multiply-add into FMA there",
     ),
-    (
-        "mlp_bf16_gelu",
-        "f32 output differs by up to 7.5e-3: under investigation (bf16 dot/gelu rounding order)",
-    ),
 ];
 
 #[test]

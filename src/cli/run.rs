@@ -9,7 +9,7 @@ use hlosim::device::{
     roster::{Chooser, Roster},
     DeviceConfig,
 };
-use hlosim::eval::{Evaluator, Value};
+use hlosim::eval::{EvalOptions, Evaluator, Value};
 use hlosim::io::npz::{read_args, write_outputs, ArgSource};
 use hlosim::io::summary::summarize;
 use std::path::{Path, PathBuf};
@@ -61,6 +61,11 @@ pub struct Args {
     /// Print findings, table loads and output shapes as JSON on stdout (device mode).
     #[arg(long)]
     pub json: bool,
+    /// Reference mode: round every bf16 operation to bf16, as the HLO is written (XLA:CPU
+    /// with --xla_allow_excess_precision=false). By default a convert to f32 of a bf16
+    /// arithmetic result sees the unrounded f32 value, as on XLA:CPU by default.
+    #[arg(long)]
+    pub no_excess_precision: bool,
 }
 
 /// How activation table sets are chosen in device mode.
@@ -105,6 +110,9 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 pub fn run(a: Args) -> Result<ExitCode, String> {
+    if a.no_excess_precision && a.mode == Mode::Device {
+        eprintln!("note: --no-excess-precision only affects --mode reference; ignored");
+    }
     if let Some(m) = &a.machine {
         Machine::resolve(m).map_err(|e| e.to_string())?;
         if a.mode == Mode::Reference {
@@ -134,7 +142,14 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     let args = read_args(&m, &src).map_err(|e| e.to_string())?;
     let values = args.into_iter().map(Value::array).collect();
     let result = match a.mode {
-        Mode::Reference => Evaluator::new(&m).run(values).map_err(|e| e.to_string())?,
+        Mode::Reference => {
+            let options = EvalOptions {
+                excess_precision: !a.no_excess_precision,
+            };
+            Evaluator::with_options(&m, options)
+                .run(values)
+                .map_err(|e| e.to_string())?
+        }
         Mode::Device => {
             let run =
                 execute_on_device(&m, values, device_config(&a)?).map_err(|e| e.to_string())?;

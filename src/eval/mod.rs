@@ -12,6 +12,7 @@ pub mod control_flow;
 pub mod custom_call;
 pub mod dot;
 pub mod elementwise;
+pub mod excess_precision;
 pub mod gather_scatter;
 pub mod reduce;
 pub mod rng;
@@ -19,8 +20,10 @@ pub mod shape_ops;
 pub mod sort;
 pub mod util;
 
+pub use excess_precision::EvalOptions;
+
 use crate::hlo::{
-    ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode,
+    ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode, Shape,
 };
 use std::fmt;
 use std::sync::Arc;
@@ -166,6 +169,9 @@ struct Plan {
     /// count reaches zero.
     uses: Vec<u32>,
     params: Vec<InstrId>,
+    /// Per instruction, the operand whose unrounded f32 value it reads (excess precision,
+    /// see [`excess_precision`]); all `None` when the option is off.
+    widened: Vec<Option<InstrId>>,
 }
 
 /// Executes a module. Holds the module, the hooks and the cached plans.
@@ -173,21 +179,46 @@ pub struct Evaluator<'m> {
     pub module: &'m Module,
     hooks: Box<dyn Hooks + 'm>,
     plans: Vec<Option<Arc<Plan>>>,
+    options: EvalOptions,
 }
 
 impl<'m> Evaluator<'m> {
-    /// An evaluator with reference semantics.
+    /// An evaluator with reference semantics and XLA:CPU's default options
+    /// ([`EvalOptions::default`]).
     pub fn new(module: &'m Module) -> Self {
-        Self::with_hooks(module, Box::new(NoHooks))
+        Self::with_options(module, EvalOptions::default())
     }
 
-    /// An evaluator whose hooks may intercept instructions and observe values.
+    /// An evaluator with reference semantics and the given options.
+    pub fn with_options(module: &'m Module, options: EvalOptions) -> Self {
+        let mut ev = Self::with_hooks(module, Box::new(NoHooks));
+        ev.options = options;
+        ev
+    }
+
+    /// An evaluator whose hooks may intercept instructions and observe values. It rounds
+    /// every operation to its result type ([`EvalOptions::as_written`]): hooks model other
+    /// backends, which do not share XLA:CPU's excess precision; see [`Evaluator::set_options`].
     pub fn with_hooks(module: &'m Module, hooks: Box<dyn Hooks + 'm>) -> Self {
         Evaluator {
             module,
             hooks,
             plans: (0..module.computations.len()).map(|_| None).collect(),
+            options: EvalOptions::as_written(),
         }
+    }
+
+    /// Replaces the options (before or between runs).
+    pub fn set_options(&mut self, options: EvalOptions) {
+        if options != self.options {
+            self.options = options;
+            self.plans.iter_mut().for_each(|p| *p = None);
+        }
+    }
+
+    /// The options in effect.
+    pub fn options(&self) -> EvalOptions {
+        self.options
     }
 
     /// Takes the hooks back (e.g. to read what a device model recorded).
@@ -237,6 +268,17 @@ impl<'m> Evaluator<'m> {
             }
         }
         uses[comp.root.index()] += 1;
+        let widened = if self.options.excess_precision {
+            excess_precision::widened_converts(self.module, comp)
+        } else {
+            vec![None; comp.instructions.len()]
+        };
+        // A widened convert reads its operand's operands (kept alive until it runs).
+        for x in widened.iter().flatten() {
+            for op in &comp.instr(*x).operands {
+                uses[op.index()] += 1;
+            }
+        }
         let params = comp
             .parameters()
             .into_iter()
@@ -246,6 +288,7 @@ impl<'m> Evaluator<'m> {
             order,
             uses,
             params,
+            widened,
         });
         self.plans[c.index()] = Some(plan.clone());
         Ok(plan)
@@ -253,6 +296,17 @@ impl<'m> Evaluator<'m> {
 
     /// Calls computation `c` with the given arguments and returns its root value.
     pub fn call(&mut self, c: CompId, args: Vec<Value>) -> KResult {
+        self.call_impl(c, args, None)
+    }
+
+    /// Like [`Evaluator::call`], but the root (a rounding bf16 operation, or a call of one)
+    /// is evaluated in f32 with result shape `wide` and returned unrounded: a `convert` to f32
+    /// of a `call` under excess precision (XLA inlines calls before normalizing).
+    pub(crate) fn call_widened(&mut self, c: CompId, args: Vec<Value>, wide: &Shape) -> KResult {
+        self.call_impl(c, args, Some(wide))
+    }
+
+    fn call_impl(&mut self, c: CompId, args: Vec<Value>, wide_root: Option<&Shape>) -> KResult {
         let plan = self.plan(c)?;
         let module = self.module;
         let comp = module.comp(c);
@@ -288,9 +342,25 @@ impl<'m> Evaluator<'m> {
                             .expect("operand evaluated before use (post order)")
                     })
                     .collect();
-                let r = match self.hooks.intercept(module, c, id, &ops) {
-                    Some(r) => r,
-                    None => dispatch(self, comp, ins, &ops),
+                let wide_here = wide_root.filter(|_| id == comp.root);
+                let r = match (
+                    self.hooks.intercept(module, c, id, &ops),
+                    plan.widened[id.index()],
+                ) {
+                    (Some(r), _) => r,
+                    (None, None) => match wide_here {
+                        None => dispatch(self, comp, ins, &ops),
+                        Some(shape) => excess_precision::eval_widened(self, comp, shape, ins, &ops),
+                    },
+                    (None, Some(x)) => {
+                        let x = comp.instr(x);
+                        let xops: Vec<&Value> = x
+                            .operands
+                            .iter()
+                            .map(|o| slots[o.index()].as_ref().expect("kept alive for widening"))
+                            .collect();
+                        excess_precision::eval_widened(self, comp, &ins.shape, x, &xops)
+                    }
                 };
                 r.map_err(|e| e.at(comp, ins))?
             };
@@ -298,7 +368,8 @@ impl<'m> Evaluator<'m> {
                 self.hooks.observe(module, c, id, &value);
             }
             slots[id.index()] = Some(value);
-            for o in &ins.operands {
+            let widened_ops = plan.widened[id.index()].map(|x| comp.instr(x).operands.as_slice());
+            for o in ins.operands.iter().chain(widened_ops.unwrap_or(&[])) {
                 let r = &mut remaining[o.index()];
                 *r -= 1;
                 if *r == 0 {

@@ -16,7 +16,7 @@
 
 mod binary;
 mod compare;
-mod convert;
+pub(crate) mod convert;
 mod int;
 mod reduce_precision;
 mod select;

@@ -5,18 +5,20 @@
 //! applies the computation per element through [`scalar::ScalarFn`] in XLA's sequential
 //! order.
 //!
-//! Float summation order (native `add` reducers): up to [`SEQUENTIAL_BLOCK`] elements are
-//! reduced sequentially in row-major order — bit-exact with XLA:CPU, which reduces short
-//! rows sequentially (checked with the oracle on bf16 rows of 20 elements, contiguous or
-//! not). Longer ranges are summed pairwise over such blocks (chunks on separate threads for
-//! large inputs): XLA:CPU vectorises long reductions with several partial accumulators, so
-//! its rounding differs from a sequential sum anyway, and pairwise summation keeps the error
-//! at O(log n) ulps. For bf16/f16 the reducer's own rounding is applied at every step (a
-//! sequential bf16 sum of 1000 ones would stop at 256; XLA:CPU and hlosim give 1000).
+//! Summation order of single-input reduces: XLA:CPU's, bit for bit, from its
+//! `TreeReductionRewriter` (see [`tree`]): reduced dimensions longer than 32 are first
+//! reduced in windows of 32, repeatedly, then the rest sequentially in row-major order;
+//! bf16/f16 reducers round after every step. This covers bf16, f16 and complex reductions,
+//! general reducer computations, and f32/f64 ones below 4096 input elements. XLA:CPU hands
+//! f32/f64 `add` reductions of at least 4096 elements to YNNPACK, whose vectorised order is
+//! not reproduced: those are summed pairwise over sequential blocks of
+//! [`SEQUENTIAL_BLOCK`] (chunks on separate threads for large inputs), an O(log n)-ulp
+//! error. Variadic reduces are sequential in row-major order (XLA does not rewrite them).
 //! Integer, pred, max and min reductions are exact in any order.
 
 pub(crate) mod native;
 pub(crate) mod scalar;
+pub(crate) mod tree;
 mod window;
 
 #[cfg(test)]
@@ -201,10 +203,28 @@ pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult 
         &red.iter().map(|&d| st[d]).collect::<Vec<_>>(),
     );
     let c = to_apply(ins)?;
+    // XLA:CPU's order for single-input reduces (see `tree`): needed wherever the order can
+    // change the result, i.e. unless the reducer is exact in any order.
+    let sizes: Vec<usize> = in_dims.iter().map(|&d| d as usize).collect();
+    let reduced: Vec<bool> = (0..sizes.len())
+        .map(|d| dims.contains(&(d as i64)))
+        .collect();
+    let n_in = inputs[0].data.len();
     if k == 1 {
         if let Some(op) = native_reducer(ev, c, inputs[0].ty()) {
-            let mut data = native_reduce(&inputs[0].data, &inits[0].data, &kept_off, &red_off, op)?;
-            native::wrap_sub_byte(inputs[0].ty(), &mut data);
+            let ty = inputs[0].ty();
+            let order_free =
+                !ty.is_float() && !ty.is_complex() || matches!(op, NOp::Max | NOp::Min);
+            let tree = !order_free && !tree::offloaded_to_ynn(ty, op == NOp::Add, n_in, dims.len());
+            let mut data = if tree {
+                with_native_data!(&inputs[0].data, v => {
+                    let init = typed_scalar(v, &inits[0].data)?;
+                    with_nop!(op, _, f => Native::into_data(tree::tree_reduce_native(v, &sizes, &reduced, init, f)))
+                }, else => return err("internal: no native arithmetic for this element type"))
+            } else {
+                native_reduce(&inputs[0].data, &inits[0].data, &kept_off, &red_off, op)?
+            };
+            native::wrap_sub_byte(ty, &mut data);
             return Ok(pack(
                 ins,
                 vec![ArrayLiteral {
@@ -229,6 +249,21 @@ pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult 
     let mut outs: Vec<ArrayLiteral> = out_shapes.into_iter().map(ArrayLiteral::zeros).collect();
     let mut args = vec![Sv::P(false); 2 * k];
     let mut res = Vec::with_capacity(k);
+    if k == 1 {
+        // A general reducer computation is tree-rewritten by XLA:CPU like a native one.
+        let values: Vec<Sv> = (0..n_in).map(|i| load(&inputs[0].data, i)).collect();
+        let init = load(&inits[0].data, 0);
+        let out = tree::tree_reduce(&values, &sizes, &reduced, init, |acc, x| {
+            f.apply(ev, &[acc, x], &mut res)?;
+            res.first()
+                .copied()
+                .ok_or_else(|| EvalError::new("the reducer returned no value"))
+        })?;
+        for (o, x) in out.into_iter().enumerate() {
+            store(&mut outs[0].data, o, x)?;
+        }
+        return Ok(pack(ins, outs));
+    }
     for (o, &base) in kept_off.iter().enumerate() {
         for i in 0..k {
             args[i] = load(&inits[i].data, 0);

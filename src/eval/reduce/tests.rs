@@ -1,7 +1,7 @@
 //! Tests of reduce and map. Expected values are derived by hand (stated per test) or come
 //! from XLA:CPU through the oracle (stated where so).
 use super::testutil::*;
-use crate::hlo::{ArrayData, ElementType};
+use crate::hlo::{ArrayData, ArrayLiteral, ElementType};
 use half::bf16;
 
 /// JAX's argmax reducer (copied from `jax.numpy.argmax` lowering): NaN wins, ties keep the
@@ -351,4 +351,90 @@ ENTRY e {
         ],
     );
     assert_eq!(r[0].data, ArrayData::BF16(vec![bf16::from_f32(7.15625)]));
+}
+
+/// bf16 values `((i * mul) % modulo - off) / 16` (exact in bf16), row-major.
+fn bf16_pat(dims: &[i64], mul: i64, modulo: i64, off: i64) -> ArrayLiteral {
+    let n: i64 = dims.iter().product();
+    let v = (0..n)
+        .map(|i| bf16::from_f32((((i * mul) % modulo) - off) as f32 / 16.0))
+        .collect();
+    lit(ElementType::BF16, dims, ArrayData::BF16(v))
+}
+
+fn bf16s(a: &ArrayLiteral) -> Vec<f32> {
+    match &a.data {
+        ArrayData::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        d => panic!("expected bf16 data, got {d:?}"),
+    }
+}
+
+/// XLA:CPU's tree order (TreeReductionRewriter, windows of 32 with SAME padding, repeated;
+/// the init value enters once per window): expected values from the oracle (XLA:CPU,
+/// jaxlib 0.10.2) on these inputs. A sequential or pairwise bf16 sum gives other values
+/// (noted per output).
+#[test]
+fn bf16_reduce_follows_xla_cpu_tree_order() {
+    let hlo = r#"
+HloModule m
+add { a = bf16[] parameter(0)  b = bf16[] parameter(1)  ROOT s = bf16[] add(a, b) }
+ENTRY e {
+  x = bf16[3,1000] parameter(0)
+  y = bf16[100] parameter(1)
+  w = bf16[40,40] parameter(2)
+  z = bf16[] constant(0)
+  one = bf16[] constant(1)
+  r = bf16[3] reduce(x, z), dimensions={1}, to_apply=add
+  r2 = bf16[] reduce(y, one), dimensions={0}, to_apply=add
+  r3 = bf16[] reduce(w, z), dimensions={0,1}, to_apply=add
+  ROOT t = (bf16[3], bf16[], bf16[]) tuple(r, r2, r3)
+}
+"#;
+    let r = run(
+        hlo,
+        vec![
+            bf16_pat(&[3, 1000], 37, 101, 20),
+            bf16_pat(&[100], 13, 29, 3),
+            bf16_pat(&[40, 40], 7, 31, 5),
+        ],
+    );
+    // Sequential: [1624, 1608, 1608]; pairwise over 64-blocks: [1872, 1872, 1880].
+    assert_eq!(bf16s(&r[0]), [1872.0, 1872.0, 1888.0]);
+    // Init once, sequential: 68.5; pairwise: 69 (the padding of 14 + 14 is skipped, the init
+    // value 1 is added in each of the 4 windows and again in the final reduce).
+    assert_eq!(bf16s(&r[1]), [73.5]);
+    // 32x32 windows with padding 12/12 on both dimensions, then 2x2. Sequential: 512,
+    // pairwise: 1016.
+    assert_eq!(bf16s(&r[2]), [992.0]);
+}
+
+/// A general (non-native) reducer is tree-rewritten by XLA:CPU too. `half_add(a, b) = a +
+/// b/2` is not associative, so the order shows in the value, not just the rounding: the
+/// oracle (XLA:CPU, jaxlib 0.10.2) gives 0x3e7ffff0 and 0xbf2cccd0 (≈ 0.25 and -0.675) where
+/// a sequential fold gives ≈ 0.5 and -1.35 (the partial sums are halved once more at the
+/// second level).
+#[test]
+fn general_reducer_follows_xla_cpu_tree_order() {
+    let hlo = r#"
+HloModule m
+half_add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  h = f32[] constant(0.5)
+  m = f32[] multiply(b, h)
+  ROOT s = f32[] add(a, m)
+}
+ENTRY e {
+  x = f32[2,1000] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[2] reduce(x, z), dimensions={1}, to_apply=half_add
+}
+"#;
+    // x[i] = (((37 i) mod 101) - 50) * 0.1f32 (the f32 product, as numpy computes it).
+    let x: Vec<f32> = (0..2000i64)
+        .map(|i| (((i * 37) % 101) - 50) as f32 * 0.1f32)
+        .collect();
+    let r = run(hlo, vec![f32s(&[2, 1000], &x)]);
+    let bits: Vec<u32> = as_f32(&r[0]).iter().map(|v| v.to_bits()).collect();
+    assert_eq!(bits, [0x3e7f_fff0, 0xbf2c_ccd0]);
 }
