@@ -147,6 +147,36 @@ ENTRY e {
 }
 
 #[test]
+fn large_row_and_column_sums_are_accurate() {
+    // f32[600,3000] of 0.1f32 (a 4096+ element f32 add: the YNNPACK stand-in order), reduced
+    // over the contiguous inner dimension (lane-wise leaves) and over the strided outer one
+    // (offset lists). Exact sums in f64: 3000 · 0.1f32 and 600 · 0.1f32; a sequential f32
+    // sum is off by 3.0e-5 (3000 terms) and 5.7e-6 (600 terms) relative (numpy, f32 loop),
+    // beyond the 1e-6 bound that the pairwise orders meet.
+    let hlo = r#"
+HloModule m
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[600,3000] parameter(0)
+  z = f32[] parameter(1)
+  rows = f32[600] reduce(x, z), dimensions={1}, to_apply=add
+  cols = f32[3000] reduce(x, z), dimensions={0}, to_apply=add
+  ROOT t = (f32[600], f32[3000]) tuple(rows, cols)
+}
+"#;
+    let r = run(
+        hlo,
+        vec![
+            f32s(&[600, 3000], &vec![0.1; 600 * 3000]),
+            f32s(&[], &[0.0]),
+        ],
+    );
+    let tenth = 0.1f32 as f64;
+    assert_f32_close(&as_f32(&r[0]), &vec![(3000.0 * tenth) as f32; 600], 1e-6);
+    assert_f32_close(&as_f32(&r[1]), &vec![(600.0 * tenth) as f32; 3000], 1e-6);
+}
+
+#[test]
 fn map_with_compiled_computation() {
     let hlo = r#"
 HloModule m
