@@ -6,8 +6,7 @@ use half::bf16;
 
 /// JAX's argmax reducer (copied from `jax.numpy.argmax` lowering): NaN wins, ties keep the
 /// lower index.
-const ARGMAX: &str = r#"
-HloModule argmax
+const ARGMAX_REDUCER: &str = r#"
 region_0.1 {
   a = f32[] parameter(0)
   b = f32[] parameter(2)
@@ -24,14 +23,20 @@ region_0.1 {
   i = s32[] select(or2, ia, ib)
   ROOT t = (f32[], s32[]) tuple(v, i)
 }
-ENTRY e {
+"#;
+
+/// A variadic reduce of the rows of f32[4,4] with their column indices by [`ARGMAX_REDUCER`].
+fn argmax_module() -> String {
+    format!("HloModule argmax\n{ARGMAX_REDUCER}")
+        + r#"ENTRY e {
   x = f32[4,4] parameter(0)
   idx = s32[4,4] parameter(1)
   init = f32[] parameter(2)
   zero = s32[] parameter(3)
   ROOT r = (f32[4], s32[4]) reduce(x, idx, init, zero), dimensions={1}, to_apply=region_0.1
 }
-"#;
+"#
+}
 
 #[test]
 fn variadic_argmax_ties_and_nan() {
@@ -47,7 +52,10 @@ fn variadic_argmax_ties_and_nan() {
         ],
     );
     let idx = s32s(&[4, 4], &[0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]);
-    let r = run(ARGMAX, vec![x, idx, f32s(&[], &[ninf]), s32s(&[], &[0])]);
+    let r = run(
+        &argmax_module(),
+        vec![x, idx, f32s(&[], &[ninf]), s32s(&[], &[0])],
+    );
     // Hand-derived from the reducer's definition, applied in row-major order.
     assert_f32_eq(&as_f32(&r[0]), &[3.0, nan, ninf, nan]);
     assert_eq!(r[1].data, ArrayData::S32(vec![1, 0, 0, 3]));
@@ -55,7 +63,7 @@ fn variadic_argmax_ties_and_nan() {
 
 #[test]
 fn argmax_reducer_is_compiled_not_interpreted() {
-    let m = crate::hlo::parse_module(ARGMAX).unwrap();
+    let m = crate::hlo::parse_module(&argmax_module()).unwrap();
     let ev = crate::eval::Evaluator::new(&m);
     let c = m.find_computation("region_0.1").unwrap();
     assert!(super::scalar::ScalarFn::new(&ev, c, 4)
@@ -264,24 +272,8 @@ ENTRY e {
 fn variadic_reduce_window_argmax() {
     // Window argmax over a 1-D input with the JAX reducer (ties keep the lower index).
     // Hand-derived: windows of 3, stride 2, no padding over [1, 3, 3, 0, 5, 5, 2].
-    let hlo = r#"
-HloModule m
-region_0.1 {
-  a = f32[] parameter(0)
-  b = f32[] parameter(2)
-  gt = pred[] compare(a, b), direction=GT
-  ne = pred[] compare(a, a), direction=NE
-  or1 = pred[] or(gt, ne)
-  v = f32[] select(or1, a, b)
-  eq = pred[] compare(a, b), direction=EQ
-  ia = s32[] parameter(1)
-  ib = s32[] parameter(3)
-  lt = pred[] compare(ia, ib), direction=LT
-  and1 = pred[] and(eq, lt)
-  or2 = pred[] or(or1, and1)
-  i = s32[] select(or2, ia, ib)
-  ROOT t = (f32[], s32[]) tuple(v, i)
-}
+    let hlo = format!("HloModule m\n{ARGMAX_REDUCER}")
+        + r#"
 ENTRY e {
   x = f32[7] parameter(0)
   i = s32[7] parameter(1)
@@ -291,7 +283,7 @@ ENTRY e {
 }
 "#;
     let r = run(
-        hlo,
+        &hlo,
         vec![
             f32s(&[7], &[1.0, 3.0, 3.0, 0.0, 5.0, 5.0, 2.0]),
             s32s(&[7], &[0, 1, 2, 3, 4, 5, 6]),

@@ -7,16 +7,9 @@ fn nan_neg() -> f32 {
     f32::from_bits(0xffc0_0000)
 }
 
-#[test]
-fn multi_operand_descending_totalorder_nan_and_signed_zero() {
-    let hlo = r#"
-HloModule m
-gt { a = f32[] parameter(0)  b = f32[] parameter(1)  c = s32[] parameter(2)  d = s32[] parameter(3)  ROOT r = pred[] compare(a, b), direction=GT, type=TOTALORDER }
-ENTRY e {
-  x = f32[9] parameter(0)
-  i = s32[9] parameter(1)
-  ROOT s = (f32[9], s32[9]) sort(x, i), dimensions={0}, is_stable=true, to_apply=gt
-}"#;
+/// Nine f32 keys with both NaN signs, both zeros (twice), -inf and ordinary values, and
+/// their positions 0..9 as an s32 payload.
+fn edge_keys_with_positions() -> Vec<crate::hlo::ArrayLiteral> {
     let x = [
         1.0,
         -0.0,
@@ -28,10 +21,20 @@ ENTRY e {
         0.0,
         -0.0,
     ];
-    let r = run(
-        hlo,
-        vec![f32s(&[9], &x), s32s(&[9], &(0..9).collect::<Vec<_>>())],
-    );
+    vec![f32s(&[9], &x), s32s(&[9], &(0..9).collect::<Vec<_>>())]
+}
+
+#[test]
+fn multi_operand_descending_totalorder_nan_and_signed_zero() {
+    let hlo = r#"
+HloModule m
+gt { a = f32[] parameter(0)  b = f32[] parameter(1)  c = s32[] parameter(2)  d = s32[] parameter(3)  ROOT r = pred[] compare(a, b), direction=GT, type=TOTALORDER }
+ENTRY e {
+  x = f32[9] parameter(0)
+  i = s32[9] parameter(1)
+  ROOT s = (f32[9], s32[9]) sort(x, i), dimensions={0}, is_stable=true, to_apply=gt
+}"#;
+    let r = run(hlo, edge_keys_with_positions());
     // Oracle: bits 7fc00000 40000000 3f800000 0 0 80000000 80000000 ff800000 ffc00000.
     let want: Vec<f32> = [
         0x7fc00000u32,
@@ -83,21 +86,7 @@ ENTRY e {
   i = s32[9] parameter(1)
   ROOT s = (f32[9], s32[9]) sort(x, i), dimensions={0}, is_stable=true, to_apply=cmp
 }"#;
-    let x = [
-        1.0,
-        -0.0,
-        0.0,
-        f32::NAN,
-        nan_neg(),
-        f32::NEG_INFINITY,
-        2.0,
-        0.0,
-        -0.0,
-    ];
-    let r = run(
-        hlo,
-        vec![f32s(&[9], &x), s32s(&[9], &(0..9).collect::<Vec<_>>())],
-    );
+    let r = run(hlo, edge_keys_with_positions());
     assert_eq!(r[1].data, ArrayData::S32(vec![5, 1, 2, 7, 8, 0, 6, 3, 4]));
 }
 
