@@ -446,9 +446,12 @@ fn subnormal32(x: f64) -> bool {
 /// XLA:CPU's f32 cbrt of every subnormal input, either sign (bits 0xa6214518).
 const XLA_CBRT_OF_SUBNORMAL: f32 = -5.5951735e-16;
 
-/// cbrt of a subnormal f32/bf16 (output 9 of the rounding fixtures): XLA:CPU returns the
-/// same negative constant for every subnormal input, hlosim ±0 (the input read as ±0 under
-/// DAZ). The exact cube roots are ±1.1e-15 … ±1.8e-13.
+/// cbrt of a subnormal f32/bf16 (output 9 of the rounding fixtures): XLA:CPU's kernel calls
+/// the host libm's `cbrtf` (glibc 2.36; `call float @cbrtf` in its LLVM IR) with DAZ/FTZ
+/// set, where the libm's rescaling of a subnormal (`frexpf`) reads it as 0 and its `x > 0`
+/// test is false, so every subnormal input, either sign, gives the same negative constant.
+/// hlosim returns ±0 (the input read as ±0 under DAZ); the exact cube roots are ±1.1e-15 …
+/// ±1.8e-13.
 fn cbrt_of_subnormal(e: &Elem) -> bool {
     let want32 = XLA_CBRT_OF_SUBNORMAL;
     let want_bf16 = half::bf16::from_f32(want32).to_f64();
@@ -462,7 +465,8 @@ fn cbrt_of_subnormal(e: &Elem) -> bool {
 const F64_MIN_NORMAL: f64 = 2.2250738585072014e-308;
 
 /// XLA:CPU's `power` of a subnormal base `x` (output 5 of the binary fixtures): it calls the
-/// host libm's `powf`/`pow` (glibc 2.36) with DAZ/FTZ set, and the libm's scaling of a
+/// host libm's `powf`/`pow` (glibc 2.36; `llvm.pow`, an undefined `powf` in the compiled
+/// kernel) with DAZ/FTZ set, and the libm's scaling of a
 /// subnormal argument (`x·2^23`, resp. `x·2^52`) reads as 0, which its log2 reduction turns
 /// into `2^-150` (f32, also bf16 computed in f32), resp. `2^-1075` (f64), whatever `x` is: the
 /// result is `2^(-e·y)` rounded (0 or inf beyond the range), e.g. pow(1e-45, 0.5) =
@@ -487,7 +491,8 @@ fn pow_of_subnormal(e: &Elem, min_normal: f64, exp: f64, rel: f64) -> bool {
 }
 
 /// XLA:CPU's `atan2` with a subnormal operand or a subnormal exact result (output 6 of the
-/// binary fixtures): it calls the host libm's `atan2f`/`atan2` (glibc 2.36) under DAZ/FTZ.
+/// binary fixtures): it calls the host libm's `atan2f`/`atan2` (glibc 2.36; an undefined
+/// `atan2f` in the compiled kernel) under DAZ/FTZ.
 /// The libm picks its branch from the operands' bits but computes `y/x` and compares with
 /// the flushed values, so a subnormal operand gives 0, ±π/2, ±π or NaN (both subnormal in
 /// f32) depending on the branch — e.g. f32 atan2(1e-45, 1e-45) = NaN (exact π/4), f64
@@ -541,7 +546,8 @@ const KNOWN_DEVIATIONS: &[Deviation] = &[
     Deviation {
         fixture: "constant_literals",
         why: "XLA's HLO lexer reads the literal `-0` as the integer 0, so a float constant \
-              written -0 becomes +0 (f32[8] and f64[5], element 4); hlosim keeps -0",
+              written -0 becomes +0 (f32[8] and f64[5], element 4; `-0.0`, `-0e0` and `-0.` \
+              keep the sign on the oracle); hlosim keeps -0",
         accepts: |e| {
             matches!((e.out, e.i), (0, 4) | (1, 4))
                 && e.got == 0.0
