@@ -66,6 +66,11 @@ pub struct Args {
     /// arithmetic result sees the unrounded f32 value, as on XLA:CPU by default.
     #[arg(long)]
     pub no_excess_precision: bool,
+    /// Reference mode: round an f32/f64 multiply and the add or subtract using it separately,
+    /// as the HLO is written. By default they are one fused multiply-add, as XLA:CPU's LLVM
+    /// backend contracts them.
+    #[arg(long)]
+    pub no_fma_contraction: bool,
 }
 
 /// How activation table sets are chosen in device mode.
@@ -113,6 +118,9 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     if a.no_excess_precision && a.mode == Mode::Device {
         eprintln!("note: --no-excess-precision only affects --mode reference; ignored");
     }
+    if a.no_fma_contraction && a.mode == Mode::Device {
+        eprintln!("note: --no-fma-contraction only affects --mode reference; ignored");
+    }
     if let Some(m) = &a.machine {
         Machine::resolve(m).map_err(|e| e.to_string())?;
         if a.mode == Mode::Reference {
@@ -145,6 +153,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         Mode::Reference => {
             let options = EvalOptions {
                 excess_precision: !a.no_excess_precision,
+                fma_contraction: !a.no_fma_contraction,
             };
             Evaluator::with_options(&m, options)
                 .run(values)

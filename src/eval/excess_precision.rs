@@ -35,35 +35,6 @@ use crate::hlo::{
     ArrayLiteral, ArrayShape, Computation, ElementType, InstrId, Instruction, Module, Opcode, Shape,
 };
 
-/// Options that select between XLA's semantics as written and XLA:CPU's defaults where the
-/// two differ.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EvalOptions {
-    /// Model XLA:CPU's `--xla_allow_excess_precision=true` (its default): a `convert` bf16 →
-    /// f32 of a bf16 arithmetic result sees the unrounded f32 value (see this module). When
-    /// false, every bf16 operation rounds its result, as the HLO is written.
-    pub excess_precision: bool,
-}
-
-impl Default for EvalOptions {
-    /// XLA:CPU's defaults.
-    fn default() -> Self {
-        EvalOptions {
-            excess_precision: true,
-        }
-    }
-}
-
-impl EvalOptions {
-    /// Every operation rounds to its result type: XLA's semantics as written (XLA:CPU with
-    /// `--xla_allow_excess_precision=false`).
-    pub fn as_written() -> Self {
-        EvalOptions {
-            excess_precision: false,
-        }
-    }
-}
-
 /// Whether XLA:CPU computes a bf16 `op` in f32 with a rounding that a `convert` user can
 /// skip, and hlosim's f32 kernel for `op` computes the same f32 value. Exact operations
 /// (negate, abs, max, min, select, clamp, data movement, remainder, rounding functions)
@@ -178,7 +149,7 @@ pub fn eval_widened(
 
 #[cfg(test)]
 mod tests {
-    use super::EvalOptions;
+    use crate::eval::EvalOptions;
     use crate::eval::{Evaluator, Value};
     use crate::hlo::{parse_module, ArrayData, ArrayLiteral, ArrayShape, ElementType};
     use half::bf16;

@@ -13,14 +13,16 @@ pub mod custom_call;
 pub mod dot;
 pub mod elementwise;
 pub mod excess_precision;
+pub mod fma;
 pub mod gather_scatter;
+pub mod options;
 pub mod reduce;
 pub mod rng;
 pub mod shape_ops;
 pub mod sort;
 pub mod util;
 
-pub use excess_precision::EvalOptions;
+pub use options::EvalOptions;
 
 use crate::hlo::{
     ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode, Shape,
@@ -172,6 +174,21 @@ struct Plan {
     /// Per instruction, the operand whose unrounded f32 value it reads (excess precision,
     /// see [`excess_precision`]); all `None` when the option is off.
     widened: Vec<Option<InstrId>>,
+    /// Per instruction, the multiply-add contraction XLA:CPU applies to it (see [`fma`]);
+    /// all `None` when the option is off.
+    fma: Vec<Option<fma::Contraction>>,
+}
+
+/// What a call returns from its computation's root.
+#[derive(Clone, Copy)]
+enum RootMode<'a> {
+    /// The root's value.
+    Value,
+    /// The root evaluated in f32 with this shape, unrounded (excess precision).
+    Widened(&'a Shape),
+    /// The root's operand values as a tuple, the root itself not evaluated (the factors of
+    /// a contracted multiply).
+    Operands,
 }
 
 /// Executes a module. Holds the module, the hooks and the cached plans.
@@ -273,9 +290,20 @@ impl<'m> Evaluator<'m> {
         } else {
             vec![None; comp.instructions.len()]
         };
-        // A widened convert reads its operand's operands (kept alive until it runs).
-        for x in widened.iter().flatten() {
-            for op in &comp.instr(*x).operands {
+        let fma = if self.options.fma_contraction {
+            fma::contractions(self.module, comp)
+        } else {
+            vec![None; comp.instructions.len()]
+        };
+        // A widened convert reads its operand's operands, a contracted add its product's
+        // (kept alive until it runs).
+        let extra = widened
+            .iter()
+            .flatten()
+            .copied()
+            .chain(fma.iter().flatten().map(|c| c.source()));
+        for x in extra {
+            for op in &comp.instr(x).operands {
                 uses[op.index()] += 1;
             }
         }
@@ -289,6 +317,7 @@ impl<'m> Evaluator<'m> {
             uses,
             params,
             widened,
+            fma,
         });
         self.plans[c.index()] = Some(plan.clone());
         Ok(plan)
@@ -296,17 +325,23 @@ impl<'m> Evaluator<'m> {
 
     /// Calls computation `c` with the given arguments and returns its root value.
     pub fn call(&mut self, c: CompId, args: Vec<Value>) -> KResult {
-        self.call_impl(c, args, None)
+        self.call_impl(c, args, RootMode::Value)
     }
 
     /// Like [`Evaluator::call`], but the root (a rounding bf16 operation, or a call of one)
     /// is evaluated in f32 with result shape `wide` and returned unrounded: a `convert` to f32
     /// of a `call` under excess precision (XLA inlines calls before normalizing).
     pub(crate) fn call_widened(&mut self, c: CompId, args: Vec<Value>, wide: &Shape) -> KResult {
-        self.call_impl(c, args, Some(wide))
+        self.call_impl(c, args, RootMode::Widened(wide))
     }
 
-    fn call_impl(&mut self, c: CompId, args: Vec<Value>, wide_root: Option<&Shape>) -> KResult {
+    /// Runs computation `c` up to its root and returns the root's operand values as a tuple
+    /// (the factors of a multiply-add contracted through a `call`, see [`fma`]).
+    pub(crate) fn call_root_operands(&mut self, c: CompId, args: Vec<Value>) -> KResult {
+        self.call_impl(c, args, RootMode::Operands)
+    }
+
+    fn call_impl(&mut self, c: CompId, args: Vec<Value>, root_mode: RootMode) -> KResult {
         let plan = self.plan(c)?;
         let module = self.module;
         let comp = module.comp(c);
@@ -342,15 +377,33 @@ impl<'m> Evaluator<'m> {
                             .expect("operand evaluated before use (post order)")
                     })
                     .collect();
-                let wide_here = wide_root.filter(|_| id == comp.root);
+                let root_here = if id == comp.root {
+                    root_mode
+                } else {
+                    RootMode::Value
+                };
                 let r = match (
                     self.hooks.intercept(module, c, id, &ops),
                     plan.widened[id.index()],
                 ) {
                     (Some(r), _) => r,
-                    (None, None) => match wide_here {
-                        None => dispatch(self, comp, ins, &ops),
-                        Some(shape) => excess_precision::eval_widened(self, comp, shape, ins, &ops),
+                    (None, None) => match (root_here, plan.fma[id.index()]) {
+                        (RootMode::Operands, _) => {
+                            Ok(Value::Tuple(ops.iter().map(|v| (*v).clone()).collect()))
+                        }
+                        (RootMode::Widened(shape), _) => {
+                            excess_precision::eval_widened(self, comp, shape, ins, &ops)
+                        }
+                        (RootMode::Value, None) => dispatch(self, comp, ins, &ops),
+                        (RootMode::Value, Some(k)) => {
+                            let src = comp.instr(k.source());
+                            let sops: Vec<Value> = src
+                                .operands
+                                .iter()
+                                .map(|o| slots[o.index()].clone().expect("kept alive for fma"))
+                                .collect();
+                            fma::eval_contracted(self, ins, k, src, sops, ops[1 - k.slot])
+                        }
                     },
                     (None, Some(x)) => {
                         let x = comp.instr(x);
@@ -369,7 +422,12 @@ impl<'m> Evaluator<'m> {
             }
             slots[id.index()] = Some(value);
             let widened_ops = plan.widened[id.index()].map(|x| comp.instr(x).operands.as_slice());
-            for o in ins.operands.iter().chain(widened_ops.unwrap_or(&[])) {
+            let fma_ops = plan.fma[id.index()].map(|k| comp.instr(k.source()).operands.as_slice());
+            let extra_ops = widened_ops
+                .unwrap_or(&[])
+                .iter()
+                .chain(fma_ops.unwrap_or(&[]));
+            for o in ins.operands.iter().chain(extra_ops) {
                 let r = &mut remaining[o.index()];
                 *r -= 1;
                 if *r == 0 {

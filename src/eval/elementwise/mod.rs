@@ -18,6 +18,7 @@ mod binary;
 mod compare;
 pub(crate) mod convert;
 mod int;
+mod logistic;
 mod reduce_precision;
 mod select;
 mod unary;

@@ -116,10 +116,6 @@ fn float_sign(x: f64) -> f64 {
     }
 }
 
-fn logistic(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
 /// Evaluates a unary elementwise instruction.
 pub fn unary(ins: &Instruction, ops: &[&Value]) -> KResult {
     let [x] = ops else {
@@ -194,7 +190,7 @@ pub(crate) fn unary_data(
             .or_else(|| complex_map(data, complex_expm1)),
         O::Log => fl(f64::ln).or_else(|| complex_map(data, |z| z.ln())),
         O::Log1p => fl(f64::ln_1p).or_else(|| complex_map(data, |z| (z + 1.0).ln())),
-        O::Logistic => fl(logistic)
+        O::Logistic => super::logistic::logistic(data, ty)
             .or_else(|| complex_map(data, |z| (Complex::new(1.0, 0.0) + (-z).exp()).inv())),
         O::Tanh => float_map_flush(data, ty, (false, true), f64::tanh)
             .or_else(|| complex_map(data, |z| z.tanh())),

@@ -1,0 +1,40 @@
+//! Options that select between XLA's semantics as written and XLA:CPU's defaults where the
+//! two differ: each field is one rule of XLA:CPU's pipeline that changes numerics, modelled
+//! in its own module.
+
+/// Options that select between XLA's semantics as written and XLA:CPU's defaults where the
+/// two differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvalOptions {
+    /// Model XLA:CPU's `--xla_allow_excess_precision=true` (its default): a `convert` bf16 →
+    /// f32 of a bf16 arithmetic result sees the unrounded f32 value (see
+    /// [`super::excess_precision`]). When false, every bf16 operation rounds its result, as
+    /// the HLO is written.
+    pub excess_precision: bool,
+    /// Model XLA:CPU's FMA contraction (LLVM `AllowFPOpFusion = Fast`, always on): an f32/f64
+    /// `add`/`subtract` of a single-use `multiply` is one fused multiply-add with one
+    /// rounding (see [`super::fma`]). When false, the multiply and the add round separately,
+    /// as the HLO is written.
+    pub fma_contraction: bool,
+}
+
+impl Default for EvalOptions {
+    /// XLA:CPU's defaults.
+    fn default() -> Self {
+        EvalOptions {
+            excess_precision: true,
+            fma_contraction: true,
+        }
+    }
+}
+
+impl EvalOptions {
+    /// Every operation rounds to its result type: XLA's semantics as written (XLA:CPU with
+    /// `--xla_allow_excess_precision=false` and without FMA contraction).
+    pub fn as_written() -> Self {
+        EvalOptions {
+            excess_precision: false,
+            fma_contraction: false,
+        }
+    }
+}
