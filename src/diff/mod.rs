@@ -167,7 +167,12 @@ pub fn diff_module(
     }
     let mut cmp = attribution::Comparer {
         original,
-        replayer: Evaluator::new(original),
+        // The same semantics as both runs (hooked evaluators round every operation).
+        replayer: {
+            let mut e = Evaluator::new(original);
+            e.set_options(crate::eval::EvalOptions::as_written());
+            e
+        },
         device_values: vec![None; tc.instructions.len()],
         device_uses,
         amplified: 0,
