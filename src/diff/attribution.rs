@@ -70,6 +70,26 @@ pub struct Divergence {
     pub examples: Vec<Example>,
 }
 
+/// The element at `flat` of each operand value of an elementwise instruction with `len`
+/// elements (a scalar operand gives its only element); operands that are missing or of
+/// another size are skipped.
+fn operand_elements<'v>(
+    values: impl Iterator<Item = Option<&'v Value>>,
+    flat: usize,
+    len: usize,
+) -> Vec<String> {
+    values
+        .filter_map(|v| {
+            let a = v?.as_array().ok()?;
+            match a.data.len() {
+                n if n == len => Some(a.format_element(flat)),
+                1 => Some(a.format_element(0)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 /// The static mapping transformed entry instruction → original entry instruction.
 pub struct Mapping {
     /// Per transformed entry instruction, its original counterpart.
@@ -353,44 +373,24 @@ impl Comparer<'_> {
                 continue;
             }
             let idx = metrics::beyond_indices(r, d, &tol, self.max_examples);
-            let inputs_of = |flat: usize| -> Vec<String> {
-                if !elementwise(oins) || reference.leaves().len() != 1 {
-                    return Vec::new();
-                }
-                let s = self.store.borrow();
-                oins.operands
-                    .iter()
-                    .filter_map(|&op| {
-                        let v = s.values[op.index()].as_ref()?;
-                        let a = v.as_array().ok()?;
-                        let n = a.data.len();
-                        if n == r.data.len() {
-                            Some(a.format_element(flat))
-                        } else if n == 1 {
-                            Some(a.format_element(0))
-                        } else {
-                            None
-                        }
-                    })
-                    .collect()
-            };
+            // Operand elements are shown for single-array elementwise instructions only.
+            let show_inputs = elementwise(oins) && rl.len() == 1;
             let tins = transformed.entry_computation().instr(tid);
+            let inputs_of = |flat: usize| -> Vec<String> {
+                let s = self.store.borrow();
+                operand_elements(
+                    oins.operands.iter().map(|o| s.values[o.index()].as_ref()),
+                    flat,
+                    r.data.len(),
+                )
+            };
             let device_inputs_of = |flat: usize| -> Vec<String> {
-                if !elementwise(oins) || dl.len() != 1 {
-                    return Vec::new();
-                }
-                tins.operands
-                    .iter()
-                    .take(oins.operands.len())
-                    .filter_map(|op| {
-                        let a = self.device_values[op.index()].as_ref()?.as_array().ok()?;
-                        match a.data.len() {
-                            n if n == d.data.len() => Some(a.format_element(flat)),
-                            1 => Some(a.format_element(0)),
-                            _ => None,
-                        }
-                    })
-                    .collect()
+                let ops = tins.operands.iter().take(oins.operands.len());
+                operand_elements(
+                    ops.map(|o| self.device_values[o.index()].as_ref()),
+                    flat,
+                    d.data.len(),
+                )
             };
             let examples = idx
                 .into_iter()
@@ -398,8 +398,16 @@ impl Comparer<'_> {
                     index: metrics::unflatten(flat, &r.shape.dims),
                     reference: r.format_element(flat),
                     device: d.format_element(flat),
-                    inputs: inputs_of(flat),
-                    device_inputs: device_inputs_of(flat),
+                    inputs: if show_inputs {
+                        inputs_of(flat)
+                    } else {
+                        Vec::new()
+                    },
+                    device_inputs: if show_inputs {
+                        device_inputs_of(flat)
+                    } else {
+                        Vec::new()
+                    },
                 })
                 .collect();
             let mut operands_differed: Vec<String> = oins

@@ -3,11 +3,9 @@
 //! once to nearest even); power and atan2 evaluate in f64 and round to the result type.
 
 use super::int::{int_pow, shift_left, shift_right_arithmetic, shift_right_logical, XInt};
-use super::{
-    check_same_dims, daz32, daz64, map2, normalize_subbyte, result_shape, ty_bits, Minifloat,
-};
+use super::{check_same_dims, daz32, daz64, map2, result_shape, ty_bits, Minifloat};
 use crate::eval::{err, EvalError, KResult, Value};
-use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction, Opcode};
+use crate::hlo::{ArrayData, ElementType, Instruction, Opcode};
 use half::{bf16, f16};
 use num_complex::Complex;
 
@@ -166,17 +164,7 @@ pub fn binary(ins: &Instruction, ops: &[&Value]) -> KResult {
         ));
     }
     let data = binary_data(ins.opcode, &a.data, &b.data, a.shape.ty)?;
-    let mut data = data.ok_or_else(|| {
-        EvalError::new(format!(
-            "{} is not defined for element type {}",
-            ins.opcode, a.shape.ty
-        ))
-    })?;
-    normalize_subbyte(out.ty, &mut data);
-    Ok(Value::array(ArrayLiteral {
-        shape: out.clone(),
-        data,
-    }))
+    super::finish(ins, a.shape.ty, out, data)
 }
 
 /// The kernel proper, on two buffers of the same element type `ty`: `None` when the op does

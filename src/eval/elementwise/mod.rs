@@ -185,6 +185,27 @@ pub(crate) fn normalize_subbyte(ty: ElementType, data: &mut ArrayData) {
     }
 }
 
+/// Wraps a kernel's result as the instruction's value: `None` (the op does not accept
+/// `in_ty`) becomes an error naming both, sub-byte integers are normalised.
+pub(crate) fn finish(
+    ins: &Instruction,
+    in_ty: ElementType,
+    out: &ArrayShape,
+    data: Option<ArrayData>,
+) -> super::KResult {
+    let mut data = data.ok_or_else(|| {
+        EvalError::new(format!(
+            "{} is not defined for element type {in_ty}",
+            ins.opcode
+        ))
+    })?;
+    normalize_subbyte(out.ty, &mut data);
+    Ok(super::Value::array(crate::hlo::ArrayLiteral {
+        shape: out.clone(),
+        data,
+    }))
+}
+
 /// The logical bit width of an element type (4 for s4, 2 for u2; storage width otherwise).
 pub(crate) fn ty_bits(ty: ElementType) -> u32 {
     use ElementType as E;

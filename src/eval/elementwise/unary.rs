@@ -4,11 +4,9 @@
 //! exact value, within a few ULP of XLA:CPU's own approximations).
 
 use super::int::XInt;
-use super::{
-    check_same_dims, daz32, daz64, map1, normalize_subbyte, result_shape, ty_bits, Minifloat,
-};
+use super::{check_same_dims, daz32, daz64, map1, result_shape, ty_bits, Minifloat};
 use crate::eval::{err, EvalError, KResult, Value};
-use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction, Opcode};
+use crate::hlo::{ArrayData, ElementType, Instruction, Opcode};
 use half::{bf16, f16};
 use num_complex::Complex;
 
@@ -125,17 +123,7 @@ pub fn unary(ins: &Instruction, ops: &[&Value]) -> KResult {
     let out = result_shape(ins)?;
     check_same_dims("the operand", &a.shape, &out.dims)?;
     let data = unary_data(ins.opcode, &a.data, a.shape.ty, out.ty)?;
-    let mut data = data.ok_or_else(|| {
-        EvalError::new(format!(
-            "{} is not defined for element type {}",
-            ins.opcode, a.shape.ty
-        ))
-    })?;
-    normalize_subbyte(out.ty, &mut data);
-    Ok(Value::array(ArrayLiteral {
-        shape: out.clone(),
-        data,
-    }))
+    super::finish(ins, a.shape.ty, out, data)
 }
 
 /// The kernel proper: `None` when the op does not accept this element type.
