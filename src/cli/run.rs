@@ -9,8 +9,10 @@ use hlosim::device::{
     roster::{Chooser, Roster},
     DeviceConfig,
 };
-use hlosim::eval::{EvalOptions, Evaluator, Value};
-use hlosim::io::npz::{read_args, write_outputs, ArgSource};
+use hlosim::device::DeviceRun;
+use hlosim::eval::{run_on_devices, EvalOptions, Evaluator, Value};
+use hlosim::io::npz::{read_args, read_device_args, write_device_outputs, write_outputs, ArgSource};
+use std::sync::Mutex;
 use hlosim::io::summary::summarize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -29,16 +31,22 @@ pub enum Mode {
 pub struct Args {
     /// HLO text file.
     pub module: PathBuf,
-    /// Arguments as an .npz with arrays arg0..argN-1 in parameter order.
+    /// Arguments as an .npz with arrays arg0..argN-1 in parameter order. With several
+    /// devices: d{d}/arg{j} for device d, or arg{j} for every device.
     #[arg(long, conflicts_with = "arg")]
     pub args: Option<PathBuf>,
     /// One .npy per parameter, in order (repeat the flag).
     #[arg(long = "arg", value_name = "X.npy")]
     pub arg: Vec<PathBuf>,
-    /// Write the outputs (out0..outK-1, the root's tuple leaves) to this .npz; without it a
-    /// summary of each output is printed.
+    /// Write the outputs (out0..outK-1, the root's tuple leaves; d{d}/out{k} with several
+    /// devices) to this .npz; without it a summary of each output is printed.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    /// Simulated devices that run the program (collectives exchange data between them).
+    /// Default: the header's replica_count, else 1 + the largest device id any
+    /// replica_groups or source_target_pairs names, else 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub replicas: Option<u32>,
     /// Execution semantics.
     #[arg(long, value_enum, default_value = "reference")]
     pub mode: Mode,
@@ -103,6 +111,7 @@ fn device_config(a: &Args) -> Result<DeviceConfig, String> {
         roster,
         tables,
         chooser,
+        replica: hlosim::eval::Replica::single(),
     })
 }
 
@@ -142,6 +151,10 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     }
     let mut m = load_module(&a.module)?;
     a.transform.apply(&mut m)?;
+    let devices = device_count(&m, a.replicas)?;
+    if devices > 1 {
+        return run_devices(&a, &m, devices);
+    }
     let src = match (&a.args, a.arg.is_empty()) {
         (Some(p), _) => ArgSource::Npz(p.clone()),
         (None, false) => ArgSource::Npy(a.arg.clone()),
@@ -150,37 +163,15 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     let args = read_args(&m, &src).map_err(|e| e.to_string())?;
     let values = args.into_iter().map(Value::array).collect();
     let result = match a.mode {
-        Mode::Reference => {
-            let options = EvalOptions {
-                excess_precision: !a.no_excess_precision,
-                fma_contraction: !a.no_fma_contraction,
-            };
-            Evaluator::with_options(&m, options)
-                .run(values)
-                .map_err(|e| e.to_string())?
-        }
+        Mode::Reference => Evaluator::with_options(&m, eval_options(&a))
+            .run(values)
+            .map_err(|e| e.to_string())?,
         Mode::Device => {
             let run =
                 execute_on_device(&m, values, device_config(&a)?).map_err(|e| e.to_string())?;
-            for f in &run.findings {
-                eprintln!("{f}");
-            }
-            if !run.loads.is_empty() {
-                let sets: Vec<String> = run
-                    .loads
-                    .iter()
-                    .map(|l| format!("{} before {}", l.set_name, l.before))
-                    .collect();
-                eprintln!("table loads: {} ({})", run.loads.len(), sets.join(", "));
-            }
+            report_device_run(&run, None);
             if a.json {
-                let shapes: Vec<String> = run
-                    .result
-                    .leaves()
-                    .iter()
-                    .map(|l| l.shape.to_string())
-                    .collect();
-                let doc = serde_json::json!({ "findings": run.findings, "table_loads": run.loads, "outputs": shapes });
+                let doc = device_json(&run);
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
@@ -198,6 +189,151 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         }
         None if a.json => {}
         None => print!("{}", summarize(&refs)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The device count: `--replicas`, else what the module implies.
+pub fn device_count(m: &hlosim::hlo::Module, replicas: Option<u32>) -> Result<usize, String> {
+    match replicas {
+        Some(n) => Ok(n as usize),
+        None => hlosim::eval::collectives::groups::default_device_count(m).map_err(|e| e.to_string()),
+    }
+}
+
+fn eval_options(a: &Args) -> EvalOptions {
+    EvalOptions {
+        excess_precision: !a.no_excess_precision,
+        fma_contraction: !a.no_fma_contraction,
+    }
+}
+
+/// Prints a device run's findings and table loads to stderr (prefixed with the device when
+/// several run).
+fn report_device_run(run: &DeviceRun, device: Option<usize>) {
+    let prefix = device.map(|d| format!("device {d}: ")).unwrap_or_default();
+    for f in &run.findings {
+        eprintln!("{prefix}{f}");
+    }
+    if !run.loads.is_empty() {
+        let sets: Vec<String> = run
+            .loads
+            .iter()
+            .map(|l| format!("{} before {}", l.set_name, l.before))
+            .collect();
+        eprintln!(
+            "{prefix}table loads: {} ({})",
+            run.loads.len(),
+            sets.join(", ")
+        );
+    }
+}
+
+fn device_json(run: &DeviceRun) -> serde_json::Value {
+    let shapes: Vec<String> = run
+        .result
+        .leaves()
+        .iter()
+        .map(|l| l.shape.to_string())
+        .collect();
+    serde_json::json!({ "findings": run.findings, "table_loads": run.loads, "outputs": shapes })
+}
+
+/// `hlosim run` on several simulated devices.
+fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<ExitCode, String> {
+    let args: Vec<Vec<Value>> = match (&a.args, a.arg.is_empty()) {
+        (Some(p), _) => read_device_args(m, p, devices)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|v| v.into_iter().map(Value::array).collect())
+            .collect(),
+        (None, npy_none) => {
+            let src = if npy_none {
+                ArgSource::None
+            } else {
+                ArgSource::Npy(a.arg.clone())
+            };
+            let one: Vec<Value> = read_args(m, &src)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(Value::array)
+                .collect();
+            vec![one; devices]
+        }
+    };
+    let slots: Vec<Mutex<Option<Vec<Value>>>> =
+        args.into_iter().map(|v| Mutex::new(Some(v))).collect();
+    let take = |d: usize| -> Vec<Value> {
+        slots[d]
+            .lock()
+            .map(|mut s| s.take().unwrap_or_default())
+            .unwrap_or_default()
+    };
+    let results: Vec<Value> = match a.mode {
+        Mode::Reference => {
+            let options = eval_options(a);
+            run_on_devices(devices, |rep| {
+                let d = rep.device;
+                let mut ev = Evaluator::with_options(m, options);
+                ev.set_replica(rep);
+                ev.run(take(d))
+            })
+            .map_err(|e| e.to_string())?
+        }
+        Mode::Device => {
+            let config = device_config(a)?;
+            let runs = run_on_devices(devices, |rep| {
+                let d = rep.device;
+                let config = DeviceConfig {
+                    replica: rep,
+                    ..config.clone()
+                };
+                execute_on_device(m, take(d), config)
+            })
+            .map_err(|e| e.to_string())?;
+            for (d, run) in runs.iter().enumerate() {
+                report_device_run(run, Some(d));
+            }
+            if a.json {
+                let docs: Vec<serde_json::Value> = runs
+                    .iter()
+                    .enumerate()
+                    .map(|(d, r)| {
+                        let mut v = device_json(r);
+                        v["device"] = serde_json::json!(d);
+                        v
+                    })
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({ "devices": docs }))
+                        .map_err(|e| e.to_string())?
+                );
+            }
+            runs.into_iter().map(|r| r.result).collect()
+        }
+    };
+    let leaves: Vec<Vec<_>> = results.iter().map(|r| r.leaves()).collect();
+    let refs: Vec<Vec<&hlosim::hlo::ArrayLiteral>> = leaves
+        .iter()
+        .map(|l| l.iter().map(|x| x.as_ref()).collect())
+        .collect();
+    match &a.out {
+        Some(out) => {
+            write_device_outputs(out, &refs).map_err(|e| e.to_string())?;
+            eprintln!(
+                "{devices} devices x {} output(s) -> {}",
+                refs.first().map_or(0, Vec::len),
+                out.display()
+            );
+        }
+        None if a.json => {}
+        None => {
+            for (d, r) in refs.iter().enumerate() {
+                println!("device {d}:");
+                print!("{}", summarize(r));
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,17 +6,21 @@ use super::act_engine::{ActEngine, TableLoad, TableSet};
 use super::compare_unit;
 use super::findings::{Finding, FindingKind};
 use super::roster::{Chooser, Roster};
-use crate::eval::{Evaluator, Hooks, KResult, Value};
+use crate::eval::{Evaluator, Hooks, KResult, Replica, Value};
 use crate::hlo::{CompId, InstrId, Module, Opcode};
 use crate::neuron::{self, KernelTarget};
 use std::cell::RefCell;
 use std::rc::Rc;
 
 /// What the device model needs besides the module.
+#[derive(Clone)]
 pub struct DeviceConfig {
     pub roster: Roster,
     pub tables: TableSet,
     pub chooser: Chooser,
+    /// Which simulated device this run is, when several run the program
+    /// ([`crate::eval::run_on_devices`]); device 0 of 1 by default.
+    pub replica: Replica,
 }
 
 impl Default for DeviceConfig {
@@ -26,6 +30,7 @@ impl Default for DeviceConfig {
             roster: Roster::trainium(),
             tables: TableSet::trainium(),
             chooser: Chooser::FirstFit,
+            replica: Replica::single(),
         }
     }
 }
@@ -136,6 +141,7 @@ pub fn execute_on_device_observed<'o>(
     config: DeviceConfig,
     observer: Option<&'o mut DeviceObserver<'o>>,
 ) -> Result<DeviceRun, crate::eval::EvalError> {
+    let replica = config.replica;
     let mut engine = ActEngine::new(config.roster, config.tables, config.chooser);
     let entry = module.entry_computation();
     let order = entry.post_order().unwrap_or_default();
@@ -165,6 +171,7 @@ pub fn execute_on_device_observed<'o>(
     };
     let result = {
         let mut ev = Evaluator::with_hooks(module, Box::new(hooks));
+        ev.set_replica(replica);
         ev.run(args)?
     };
     let st = Rc::try_unwrap(state)

@@ -17,12 +17,14 @@ pub mod fma;
 pub mod gather_scatter;
 pub mod options;
 pub mod reduce;
+pub mod replicas;
 pub mod rng;
 pub mod shape_ops;
 pub mod sort;
 pub mod util;
 
 pub use options::EvalOptions;
+pub use replicas::{run_on_devices, Replica};
 
 use crate::hlo::{
     ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode, Shape,
@@ -93,6 +95,8 @@ pub struct EvalError {
     pub computation: Option<String>,
     pub instruction: Option<String>,
     pub opcode: Option<String>,
+    /// The simulated device that failed, when several run.
+    pub device: Option<usize>,
 }
 
 impl EvalError {
@@ -102,6 +106,7 @@ impl EvalError {
             computation: None,
             instruction: None,
             opcode: None,
+            device: None,
         }
     }
 
@@ -118,6 +123,9 @@ impl EvalError {
 
 impl fmt::Display for EvalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(d) = self.device {
+            write!(f, "device {d}: ")?;
+        }
         if let (Some(c), Some(i)) = (&self.computation, &self.instruction) {
             write!(f, "in computation '{c}', instruction '{i}'")?;
             if let Some(op) = &self.opcode {
@@ -197,6 +205,10 @@ pub struct Evaluator<'m> {
     hooks: Box<dyn Hooks + 'm>,
     plans: Vec<Option<Arc<Plan>>>,
     options: EvalOptions,
+    /// Which simulated device this evaluator is (device 0 of 1 unless set).
+    replica: Replica,
+    /// Collectives this device has run so far (matches rendezvous between devices).
+    collectives_run: u64,
 }
 
 impl<'m> Evaluator<'m> {
@@ -222,7 +234,19 @@ impl<'m> Evaluator<'m> {
             hooks,
             plans: (0..module.computations.len()).map(|_| None).collect(),
             options: EvalOptions::as_written(),
+            replica: Replica::single(),
+            collectives_run: 0,
         }
+    }
+
+    /// Makes this evaluator one of several simulated devices (before running).
+    pub fn set_replica(&mut self, replica: Replica) {
+        self.replica = replica;
+    }
+
+    /// Which simulated device this evaluator is.
+    pub fn replica(&self) -> &Replica {
+        &self.replica
     }
 
     /// Replaces the options (before or between runs).
@@ -568,10 +592,16 @@ pub fn dispatch(
         O::BatchNormInference => batch_norm::inference(ins, ops),
         O::BatchNormGrad => batch_norm::grad(ins, ops),
         O::AllReduce
+        | O::AllReduceStart
+        | O::AllReduceDone
         | O::AllGather
+        | O::AllGatherStart
+        | O::AllGatherDone
         | O::ReduceScatter
         | O::AllToAll
         | O::CollectivePermute
+        | O::CollectivePermuteStart
+        | O::CollectivePermuteDone
         | O::CollectiveBroadcast
         | O::ReplicaId
         | O::PartitionId => collectives::collective(ev, ins, ops),

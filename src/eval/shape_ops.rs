@@ -480,8 +480,21 @@ pub fn concatenate(ins: &Instruction, ops: &[&Value]) -> KResult {
         }
     };
     let arrays: Vec<&ArrayLiteral> = ops.iter().map(|v| v.as_array()).collect::<Result<_, _>>()?;
+    concat_arrays(&arrays, d, out).map(Value::array)
+}
+
+/// Concatenates `arrays` along dimension `d` into an array of shape `out` (concatenate, and
+/// the gathering collectives).
+pub(crate) fn concat_arrays(
+    arrays: &[&ArrayLiteral],
+    d: usize,
+    out: &ArrayShape,
+) -> Result<ArrayLiteral, EvalError> {
     if arrays.is_empty() {
         return err("concatenate needs at least one operand");
+    }
+    if d >= out.rank() {
+        return err(format!("dimension {d} is out of range for {out}"));
     }
     let mut total = 0;
     for (i, a) in arrays.iter().enumerate() {
@@ -508,7 +521,7 @@ pub fn concatenate(ins: &Instruction, ops: &[&Value]) -> KResult {
     let data = same_variant!(first, _v => {
         let mut outv = Vec::with_capacity(out.element_count());
         for o in 0..outer {
-            for a in &arrays {
+            for a in arrays {
                 let chunk = a.shape.dims[d] as usize * inner;
                 let src = slice_of(&a.data, _v);
                 let src = src.ok_or_else(|| EvalError::new("operands have different element types"))?;
@@ -517,7 +530,38 @@ pub fn concatenate(ins: &Instruction, ops: &[&Value]) -> KResult {
         }
         outv
     });
-    array(out, data)
+    Ok(ArrayLiteral {
+        shape: ArrayShape::new(out.ty, out.dims.clone()),
+        data,
+    })
+}
+
+/// Elements `start..start + len` of `a` along dimension `d` (the scattering collectives).
+pub(crate) fn slice_dim(
+    a: &ArrayLiteral,
+    d: usize,
+    start: i64,
+    len: i64,
+) -> Result<ArrayLiteral, EvalError> {
+    let dims = &a.shape.dims;
+    if d >= dims.len() || start < 0 || len < 0 || start + len > dims[d] {
+        return err(format!(
+            "cannot take [{start}, {}) of dimension {d} of {}",
+            start + len,
+            a.shape
+        ));
+    }
+    let st: Vec<isize> = strides(dims).into_iter().map(|s| s as isize).collect();
+    let mut od = udims(dims);
+    od[d] = len as usize;
+    let base = st[d] * start as isize;
+    let data = same_variant!(&a.data, v => strided_copy(v, &od, &st, base));
+    let mut out = dims.clone();
+    out[d] = len;
+    Ok(ArrayLiteral {
+        shape: ArrayShape::new(a.shape.ty, out),
+        data,
+    })
 }
 
 /// The vector inside `data` if it has the same storage type as `like`.

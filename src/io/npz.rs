@@ -174,19 +174,27 @@ pub fn read_args(m: &Module, src: &ArgSource) -> Result<Vec<ArrayLiteral>, IoErr
                 .collect()
         }
     };
+    fit_all(given, &params)
+}
+
+/// Checks each given array against its parameter and converts it to the parameter's type.
+fn fit_all(
+    given: Vec<(String, ArrayLiteral, NpyDtype)>,
+    params: &[(String, Shape)],
+) -> Result<Vec<ArrayLiteral>, IoError> {
     if given.len() != params.len() {
         return Err(IoError::new(format!(
             "{} argument(s) given; {}",
             given.len(),
-            expected_list(&params)
+            expected_list(params)
         )));
     }
     let mut out = Vec::with_capacity(given.len());
-    for (i, ((what, a, dtype), (pname, pshape))) in given.into_iter().zip(&params).enumerate() {
+    for (i, ((what, a, dtype), (pname, pshape))) in given.into_iter().zip(params).enumerate() {
         let Shape::Array(want) = pshape else {
             return Err(IoError::new(format!(
                 "parameter {i} ('{pname}') has shape {pshape}: only array parameters can be passed from .npy/.npz; {}",
-                expected_list(&params)
+                expected_list(params)
             )));
         };
         let got_dims = a.shape.dims.clone();
@@ -198,12 +206,88 @@ pub fn read_args(m: &Module, src: &ArgSource) -> Result<Vec<ArrayLiteral>, IoErr
                     dtype.descr,
                     got_dims,
                     ArrayShape::new(want.ty, want.dims.clone()),
-                    expected_list(&params)
+                    expected_list(params)
                 )))
             }
         }
     }
     Ok(out)
+}
+
+/// Reads per-device arguments for `devices` simulated devices from one `.npz`: argument j
+/// of device d is member `d{d}/arg{j}`, or `arg{j}` when every device gets the same array
+/// (the layout of `xla_oracle.py run --replicas N`). Each is checked like [`read_args`].
+pub fn read_device_args(
+    m: &Module,
+    path: &Path,
+    devices: usize,
+) -> Result<Vec<Vec<ArrayLiteral>>, IoError> {
+    let params = entry_parameters(m);
+    let entries = read_npz(path)?;
+    let mut by_name: std::collections::HashMap<String, NpzEntry> = std::collections::HashMap::new();
+    for e in entries {
+        let known = match e.name.split_once('/') {
+            None => parse_index(&e.name, "arg").is_some_and(|j| j < params.len()),
+            Some((d, rest)) => {
+                let dev = d.strip_prefix('d').and_then(|x| parse_index(x, ""));
+                match dev {
+                    Some(dev) if dev >= devices => {
+                        return Err(IoError::new(format!(
+                            "{} holds '{}' for device {dev}, but the program runs on {devices} \
+                             device(s) (devices 0..{})",
+                            path.display(),
+                            e.name,
+                            devices.saturating_sub(1)
+                        )))
+                    }
+                    Some(_) => parse_index(rest, "arg").is_some_and(|j| j < params.len()),
+                    None => false,
+                }
+            }
+        };
+        if !known {
+            return Err(IoError::new(format!(
+                "{} holds an array '{}' that is no argument: expected 'd<device>/arg<j>' or \
+                 'arg<j>' with j < {}; {}",
+                path.display(),
+                e.name,
+                params.len(),
+                expected_list(&params)
+            )));
+        }
+        by_name.insert(e.name.clone(), e);
+    }
+    let mut out = Vec::with_capacity(devices);
+    for d in 0..devices {
+        let mut given = Vec::with_capacity(params.len());
+        for j in 0..params.len() {
+            let own = format!("d{d}/arg{j}");
+            let shared = format!("arg{j}");
+            let e = by_name.get(&own).or_else(|| by_name.get(&shared)).ok_or_else(|| {
+                IoError::new(format!(
+                    "{}: no array '{own}' or '{shared}' for argument {j} of device {d}; {}",
+                    path.display(),
+                    expected_list(&params)
+                ))
+            })?;
+            given.push((
+                format!("{}, array '{}'", path.display(), e.name),
+                e.array.clone(),
+                e.dtype.clone(),
+            ));
+        }
+        out.push(fit_all(given, &params).map_err(|e| {
+            IoError::new(format!("device {d}: {}", e))
+        })?);
+    }
+    Ok(out)
+}
+
+/// `prefix` followed by a canonical decimal index (`arg3`, not `arg03`).
+fn parse_index(s: &str, prefix: &str) -> Option<usize> {
+    let n = s.strip_prefix(prefix)?;
+    let ok = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n == "0" || !n.starts_with('0'));
+    ok.then(|| n.parse().ok()).flatten()
 }
 
 /// Makes a read array into the parameter's type, or `None` when it does not fit.
@@ -250,6 +334,22 @@ pub fn write_outputs(path: &Path, leaves: &[&ArrayLiteral]) -> Result<(), IoErro
         .iter()
         .enumerate()
         .map(|(i, a)| (format!("out{i}"), *a))
+        .collect();
+    write_npz(path, &named)
+}
+
+/// Writes per-device output leaves as `d{d}/out{k}` (the layout of `xla_oracle.py run
+/// --replicas N`).
+pub fn write_device_outputs(path: &Path, devices: &[Vec<&ArrayLiteral>]) -> Result<(), IoError> {
+    let named: Vec<(String, &ArrayLiteral)> = devices
+        .iter()
+        .enumerate()
+        .flat_map(|(d, leaves)| {
+            leaves
+                .iter()
+                .enumerate()
+                .map(move |(k, a)| (format!("d{d}/out{k}"), *a))
+        })
         .collect();
     write_npz(path, &named)
 }

@@ -34,7 +34,7 @@ use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, CompId, ElementType, Instr
 use native::{with_native_data, with_nop, NOp, Native};
 use rayon::prelude::*;
 use scalar::{load, store, ScalarFn, Sv};
-use std::sync::Arc;
+
 
 /// Work (elements touched) above which kernels split across threads.
 pub(crate) const PARALLEL_WORK: usize = 1 << 16;
@@ -468,6 +468,19 @@ pub fn map(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
         .into_iter()
         .next()
         .ok_or_else(|| EvalError::new("map must produce an array"))?;
+    let c = to_apply(ins)?;
+    map_arrays(ev, c, &ops, out_shape).map(Value::array)
+}
+
+/// Applies scalar computation `c` element by element to arrays of `out_shape`'s dimensions
+/// (`map`, and the combining step of all-reduce and reduce-scatter). A computation that is
+/// one native binary operation runs as a typed loop.
+pub(crate) fn map_arrays(
+    ev: &mut Evaluator,
+    c: CompId,
+    ops: &[&ArrayLiteral],
+    out_shape: ArrayShape,
+) -> Result<ArrayLiteral, EvalError> {
     for (i, a) in ops.iter().enumerate() {
         if a.dims() != out_shape.dims.as_slice() {
             return err(format!(
@@ -476,7 +489,6 @@ pub fn map(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
             ));
         }
     }
-    let c = to_apply(ins)?;
     let n = out_shape.element_count();
     if ops.len() == 2 && ops[0].ty() == out_shape.ty && ops[1].ty() == out_shape.ty {
         if let Some(op) = native_reducer(ev, c, out_shape.ty) {
@@ -486,10 +498,10 @@ pub fn map(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
             }, else => return err("internal: no native arithmetic for this element type"));
             let mut data: ArrayData = data;
             native::wrap_sub_byte(out_shape.ty, &mut data);
-            return Ok(Value::Array(Arc::new(ArrayLiteral {
+            return Ok(ArrayLiteral {
                 shape: out_shape,
                 data,
-            })));
+            });
         }
     }
     let mut f = ScalarFn::new(ev, c, ops.len())?;
@@ -509,7 +521,7 @@ pub fn map(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
         f.apply(ev, &args, &mut res)?;
         store(&mut out.data, e, res[0])?;
     }
-    Ok(Value::array(out))
+    Ok(out)
 }
 
 /// The typed vector of `d` when it has the same storage type as `like`.

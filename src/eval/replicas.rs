@@ -1,0 +1,126 @@
+//! Running one program on several simulated devices: one evaluator per device, each on its
+//! own thread (the kernels inside still share rayon's pool), meeting at collectives through a
+//! [`Fabric`]. A device that fails stops the others, and the error that is reported is the
+//! first one, with the device that had it.
+
+use super::collectives::fabric::{Fabric, InProcessFabric};
+use super::EvalError;
+use std::sync::Arc;
+
+/// Which simulated device an evaluator is, and how it reaches the others.
+#[derive(Clone)]
+pub struct Replica {
+    /// This device's id (its replica id), in `0..count`.
+    pub device: usize,
+    /// How many devices run the program.
+    pub count: usize,
+    /// The rendezvous shared by all devices.
+    pub fabric: Arc<dyn Fabric>,
+}
+
+impl Replica {
+    /// Device 0 of 1: every group has one member and no rendezvous is needed.
+    pub fn single() -> Replica {
+        Replica {
+            device: 0,
+            count: 1,
+            fabric: Arc::new(InProcessFabric::new(1)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Replica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "device {} of {}", self.device, self.count)
+    }
+}
+
+/// Stack for a device thread: evaluation recurses through nested computations, as deep as
+/// on the main thread.
+const DEVICE_STACK_BYTES: usize = 64 << 20;
+
+/// Runs `work(replica)` for every device of `count` concurrently and returns the results in
+/// device order, or the first failure (its error carries the device). `work` builds and
+/// runs whatever evaluator it needs, with `replica` set on it.
+pub fn run_on_devices<T, F>(count: usize, work: F) -> Result<Vec<T>, EvalError>
+where
+    T: Send,
+    F: Fn(Replica) -> Result<T, EvalError> + Sync,
+{
+    if count == 0 {
+        return Err(EvalError::new("a program needs at least one device"));
+    }
+    let fabric: Arc<dyn Fabric> = Arc::new(InProcessFabric::new(count));
+    run_on_fabric(count, fabric, work)
+}
+
+/// [`run_on_devices`] on a given fabric (tests use a short timeout).
+pub fn run_on_fabric<T, F>(count: usize, fabric: Arc<dyn Fabric>, work: F) -> Result<Vec<T>, EvalError>
+where
+    T: Send,
+    F: Fn(Replica) -> Result<T, EvalError> + Sync,
+{
+    let one = |device: usize| -> Option<T> {
+        let replica = Replica {
+            device,
+            count,
+            fabric: fabric.clone(),
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(replica))) {
+            Ok(Ok(v)) => {
+                fabric.finish(device);
+                Some(v)
+            }
+            Ok(Err(e)) => {
+                fabric.fail(device, e);
+                None
+            }
+            Err(p) => {
+                let what = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                fabric.fail(device, EvalError::new(format!("internal error: {what}")));
+                None
+            }
+        }
+    };
+    let results: Vec<Option<T>> = if count == 1 {
+        vec![one(0)]
+    } else {
+        std::thread::scope(|s| {
+            let one = &one;
+            let handles: Vec<_> = (0..count)
+                .map(|d| {
+                    let h = std::thread::Builder::new()
+                        .name(format!("device {d}"))
+                        .stack_size(DEVICE_STACK_BYTES)
+                        .spawn_scoped(s, move || one(d));
+                    if let Err(e) = &h {
+                        // Fail at once so that the devices already started stop waiting.
+                        fabric.fail(
+                            d,
+                            EvalError::new(format!("cannot start a thread for device {d}: {e}")),
+                        );
+                    }
+                    h
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.ok().and_then(|h| h.join().ok().flatten()))
+                .collect()
+        })
+    };
+    if let Some((d, e)) = fabric.first_failure() {
+        return Err(EvalError {
+            device: Some(d),
+            ..e
+        });
+    }
+    results
+        .into_iter()
+        .map(|r| r.ok_or_else(|| EvalError::new("a device stopped without an error")))
+        .collect()
+}
