@@ -8,6 +8,18 @@ use crate::hlo::ElementType;
 /// Replaced by its operand 0 in the entry computation by legalize-intrinsics.
 pub const TRANSFER_WITH_STATIC_RING: &str = "AwsNeuronTransferWithStaticRing";
 
+// Intrinsics that legalize-intrinsics leaves exactly as they are (ENGINE.md §1) and that are
+// not activation-table functions: [`classify`] returns None for them, so the device model
+// runs them with the reference evaluator's semantics (`eval::custom_call`). Each takes the
+// dimension it works along as its backend_config, a decimal string.
+
+/// Softmax along the backend_config dimension.
+pub const SOFTMAX: &str = "AwsNeuronSoftmax";
+/// Softmax backward `(grad, y)` along the backend_config dimension.
+pub const SOFTMAX_BACKWARD: &str = "AwsNeuronSoftmaxBackward";
+/// RMS normalisation `(x, weight, eps)` along the backend_config dimension.
+pub const RMS_NORM: &str = "AwsNeuronRmsNorm";
+
 /// An activation intrinsic and the activation-table function that implements it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Activation {
@@ -108,7 +120,10 @@ mod tests {
             classify("AwsNeuronGeluBackward_bf16"),
             Some(KernelTarget::Kernel { activation, dtype: ElementType::BF16 }) if activation.function == "derivative_gelu"
         ));
-        assert_eq!(classify("AwsNeuronSoftmax"), None);
+        // Not activations: the device model runs these with reference semantics.
+        for t in [SOFTMAX, SOFTMAX_BACKWARD, RMS_NORM] {
+            assert_eq!(classify(t), None, "{t}");
+        }
         assert_eq!(classify("AwsNeuronGelu_f64"), None);
     }
 }

@@ -27,8 +27,7 @@ fn collective_fixtures_match_xla_bit_for_bit() {
     for dir in &dirs {
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
         let meta: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap())
-                .unwrap();
+            serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
         let n = meta["replicas"].as_u64().unwrap() as usize;
         let m = parse_module(&std::fs::read_to_string(dir.join("module.hlo")).unwrap())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -60,7 +59,10 @@ fn collective_fixtures_match_xla_bit_for_bit() {
                     || (leaf.ty() == hlosim::hlo::ElementType::BF16
                         && matches!(want.data, hlosim::hlo::ArrayData::BF16(_)));
                 if !same_type || want.dims() != leaf.dims() {
-                    failures.push(format!("{name} {key}: {} vs XLA {}", leaf.shape, want.shape));
+                    failures.push(format!(
+                        "{name} {key}: {} vs XLA {}",
+                        leaf.shape, want.shape
+                    ));
                 } else if !leaf.data.bits_eq(&want.data) {
                     let i = (0..leaf.data.len())
                         .find(|&i| leaf.format_element(i) != want.format_element(i))

@@ -20,7 +20,9 @@ use std::path::Path;
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn check(stem: &str, tol: Tolerance) {
-    let dir = Path::new(ROOT).join("tests/fixtures/corpus_replicas").join(stem);
+    let dir = Path::new(ROOT)
+        .join("tests/fixtures/corpus_replicas")
+        .join(stem);
     let text = std::fs::read_to_string(
         Path::new(ROOT)
             .join("../shared/corpus/real")
@@ -35,7 +37,10 @@ fn check(stem: &str, tol: Tolerance) {
     // `{}` (all devices), which names none, so it needs N given.
     let inferred = hlosim::eval::collectives::groups::default_device_count(&m).unwrap();
     let expect_inferred = if stem.contains("dp_mlp") { 1 } else { n };
-    assert_eq!(inferred, expect_inferred, "{stem}: the device count hlosim infers");
+    assert_eq!(
+        inferred, expect_inferred,
+        "{stem}: the device count hlosim infers"
+    );
     let args: Vec<Vec<Value>> = spec["devices"]
         .as_array()
         .unwrap()
@@ -52,7 +57,13 @@ fn check(stem: &str, tol: Tolerance) {
     let expected = read_npz(&dir.join("expected.npz")).unwrap();
     let mut bad = Vec::new();
     for (d, r) in results.iter().enumerate() {
-        bad.extend(compare_leaves(stem, &r.leaves(), &expected, &format!("d{d}/"), tol));
+        bad.extend(compare_leaves(
+            stem,
+            &r.leaves(),
+            &expected,
+            &format!("d{d}/"),
+            tol,
+        ));
     }
     assert!(bad.is_empty(), "{stem}:\n  {}", bad.join("\n  "));
 }
@@ -81,12 +92,18 @@ fn bert_tp2_dp4_on_8_devices_matches_xla() {
 
 #[test]
 fn llama2_tp4_pp2_on_8_devices_matches_the_tensor_part() {
-    check("kahfizulkifli__llama2__llama2_dp=1_tp=4_pp=2", Tolerance::ByType);
+    check(
+        "kahfizulkifli__llama2__llama2_dp=1_tp=4_pp=2",
+        Tolerance::ByType,
+    );
 }
 
 #[test]
 fn qwb_linear_pp2_on_2_devices_matches_the_tensor_part() {
-    check("kahfizulkifli__qwb_linear_model__pp_2_zero", Tolerance::ByType);
+    check(
+        "kahfizulkifli__qwb_linear_model__pp_2_zero",
+        Tolerance::ByType,
+    );
 }
 
 #[test]

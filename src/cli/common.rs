@@ -56,3 +56,13 @@ impl TransformArgs {
         pm.run(module).map(Some).map_err(|e| e.to_string())
     }
 }
+
+/// The device count: `--replicas`, else what the module implies.
+pub fn device_count(m: &hlosim::hlo::Module, replicas: Option<u32>) -> Result<usize, String> {
+    match replicas {
+        Some(n) => Ok(n as usize),
+        None => {
+            hlosim::eval::collectives::groups::default_device_count(m).map_err(|e| e.to_string())
+        }
+    }
+}

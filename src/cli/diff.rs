@@ -44,11 +44,21 @@ pub struct Args {
     /// Print the report as JSON (schema in docs/diff.md).
     #[arg(long)]
     pub json: bool,
+    /// Simulated devices each run uses (collectives exchange data between them). Default:
+    /// the header's replica_count, else 1 + the largest device id any replica_groups or
+    /// source_target_pairs names, else 1. Device d's generated inputs use seed
+    /// S + d·2^32 (device 0's are the single-device inputs of seed S).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub replicas: Option<u32>,
 }
 
 const AFTER_HELP: &str = "\
 Transform: --pipeline neuron (the default when neither --pipeline nor --passes is given) or
 --passes a,b,...
+
+Several devices (--replicas N, or implied by the module's replica groups): both runs execute
+on N simulated devices; --args then reads d{d}/arg{j} (or arg{j} for every device), and every
+output, finding and divergence is reported with its device.
 
 Generated inputs (--seed): per parameter, each element is an edge case with probability
 --edge-fraction (default 1/16), otherwise an ordinary value. Floats: ordinary = random sign
@@ -94,18 +104,41 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     };
     let pipeline = PassManager::from_names(&names).map_err(|e| e.to_string())?;
     let config = DeviceConfig::default();
+    let devices = super::common::device_count(&module, a.replicas)?;
     let (args, inputs_description) = match &a.args {
-        Some(p) => (read_args(p, &module)?, p.display().to_string()),
+        Some(p) if devices > 1 => (
+            hlosim::io::npz::read_device_args(&module, p, devices)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|v| v.into_iter().map(hlosim::eval::Value::array).collect())
+                .collect(),
+            p.display().to_string(),
+        ),
+        Some(p) => (vec![read_args(p, &module)?], p.display().to_string()),
         None => {
-            let opts = InputOptions {
-                seed: a.seed,
-                edge_fraction: a.edge_fraction,
-            };
-            let args = diff::generate_inputs(&module, &config.tables, &opts)
-                .map_err(|e| format!("{}: {e}", a.module.display()))?;
+            let mut per_device = Vec::with_capacity(devices);
+            for d in 0..devices as u64 {
+                let opts = InputOptions {
+                    seed: a.seed.wrapping_add(d << 32),
+                    edge_fraction: a.edge_fraction,
+                };
+                per_device.push(
+                    diff::generate_inputs(&module, &config.tables, &opts)
+                        .map_err(|e| format!("{}: {e}", a.module.display()))?,
+                );
+            }
             (
-                args,
-                format!("seed {} ({}% edge cases)", a.seed, a.edge_fraction * 100.0),
+                per_device,
+                format!(
+                    "seed {} ({}% edge cases){}",
+                    a.seed,
+                    a.edge_fraction * 100.0,
+                    if devices > 1 {
+                        "; device d: seed + d*2^32"
+                    } else {
+                        ""
+                    }
+                ),
             )
         }
     };
@@ -116,7 +149,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         machine: Some(machine),
         strict: a.strict,
     };
-    let report = diff::diff_module(&module, &pipeline, args, config, &opts)
+    let report = diff::diff_module_on_devices(&module, &pipeline, args, config, &opts)
         .map_err(|e| format!("{}: {e}", a.module.display()))?;
     if a.json {
         println!(

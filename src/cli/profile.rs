@@ -5,7 +5,7 @@
 use super::common::{load_module, TransformArgs};
 use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
 use hlosim::device::roster::Chooser;
-use hlosim::device::schedule::{profile_module, Profile};
+use hlosim::device::schedule::{profile_module_on, Profile};
 use hlosim::device::trace::chrome_trace;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -39,6 +39,12 @@ pub struct Args {
     /// Activation table set chooser.
     #[arg(long, value_enum, default_value_t = ChooserArg::FirstFit)]
     pub chooser: ChooserArg,
+    /// Devices the program runs on, which sets the size of `replica_groups={}` and so the
+    /// cost of collectives (ring algorithms over NeuronLink; the timeline is device 0's).
+    /// Default: the header's replica_count, else 1 + the largest device id any
+    /// replica_groups or source_target_pairs names, else 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub replicas: Option<u32>,
 }
 
 /// Whether two paths name the same file (by canonical path when the file exists).
@@ -65,7 +71,8 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         ChooserArg::FirstFit => Chooser::FirstFit,
         ChooserArg::Optimal => Chooser::Optimal,
     };
-    let (sched, profile) = profile_module(&module, &machine, chooser)
+    let replicas = super::common::device_count(&module, a.replicas)?;
+    let (sched, profile) = profile_module_on(&module, &machine, chooser, replicas)
         .map_err(|e| format!("{}: {e}", a.module.display()))?;
     if let Some(t) = &a.trace {
         let text = serde_json::to_string(&chrome_trace(&sched)).map_err(|e| e.to_string())?;
@@ -91,8 +98,14 @@ fn render(p: &Profile) -> String {
     };
     let _ = writeln!(
         s,
-        "module {} on {} (table sets: {chooser})",
-        p.module, p.machine
+        "module {} on {} (table sets: {chooser}){}",
+        p.module,
+        p.machine,
+        if p.replicas > 1 {
+            format!("; {} devices, timeline of device 0", p.replicas)
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(
         s,
@@ -108,6 +121,26 @@ fn render(p: &Profile) -> String {
             e.busy_ns / 1000.0,
             e.utilisation * 100.0,
             e.slices
+        );
+    }
+    if p.replicas > 1 || p.collectives_ns > 0.0 {
+        let n = p
+            .engines
+            .iter()
+            .find(|e| e.engine == hlosim::device::cost::Engine::Cc)
+            .map_or(0, |e| e.slices);
+        let _ = writeln!(
+            s,
+            "collectives: {:.3} us in {n} instruction{} ({:.1}% of the estimate; {} devices, ring \
+             algorithms over NeuronLink)",
+            p.collectives_ns / 1000.0,
+            if n == 1 { "" } else { "s" },
+            if p.total_ns > 0.0 {
+                p.collectives_ns / p.total_ns * 100.0
+            } else {
+                0.0
+            },
+            p.replicas
         );
     }
     let _ = writeln!(

@@ -2,6 +2,7 @@
 //! summarise its outputs.
 
 use super::common::{load_module, TransformArgs};
+use hlosim::device::DeviceRun;
 use hlosim::device::{
     act_engine::TableSet,
     execute_on_device,
@@ -9,13 +10,14 @@ use hlosim::device::{
     roster::{Chooser, Roster},
     DeviceConfig,
 };
-use hlosim::device::DeviceRun;
 use hlosim::eval::{run_on_devices, EvalOptions, Evaluator, Value};
-use hlosim::io::npz::{read_args, read_device_args, write_device_outputs, write_outputs, ArgSource};
-use std::sync::Mutex;
+use hlosim::io::npz::{
+    read_args, read_device_args, write_device_outputs, write_outputs, ArgSource,
+};
 use hlosim::io::summary::summarize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 /// Which semantics execute the module.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,8 +153,8 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     }
     let mut m = load_module(&a.module)?;
     a.transform.apply(&mut m)?;
-    let devices = device_count(&m, a.replicas)?;
-    if devices > 1 {
+    let devices = super::common::device_count(&m, a.replicas)?;
+    if devices > 1 || a.args.as_deref().is_some_and(per_device_layout) {
         return run_devices(&a, &m, devices);
     }
     let src = match (&a.args, a.arg.is_empty()) {
@@ -193,19 +195,18 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The device count: `--replicas`, else what the module implies.
-pub fn device_count(m: &hlosim::hlo::Module, replicas: Option<u32>) -> Result<usize, String> {
-    match replicas {
-        Some(n) => Ok(n as usize),
-        None => hlosim::eval::collectives::groups::default_device_count(m).map_err(|e| e.to_string()),
-    }
-}
-
 fn eval_options(a: &Args) -> EvalOptions {
     EvalOptions {
         excess_precision: !a.no_excess_precision,
         fma_contraction: !a.no_fma_contraction,
     }
+}
+
+/// Whether an `.npz` holds per-device members (`d0/arg0`, ...).
+fn per_device_layout(path: &Path) -> bool {
+    hlosim::io::npz::read_npz(path)
+        .map(|entries| entries.iter().any(|e| e.name.starts_with("d0/")))
+        .unwrap_or(false)
 }
 
 /// Prints a device run's findings and table loads to stderr (prefixed with the device when

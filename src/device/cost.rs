@@ -50,16 +50,19 @@ pub enum Engine {
     Pool,
     /// DMA queues: HBM ↔ SBUF transfers and data movement.
     Dma,
+    /// Collective communication (the CC-cores and NeuronLink): collectives between devices.
+    Cc,
 }
 
 impl Engine {
     /// Every engine, in track order.
-    pub const ALL: [Engine; 5] = [
+    pub const ALL: [Engine; 6] = [
         Engine::Act,
         Engine::Dve,
         Engine::Pe,
         Engine::Pool,
         Engine::Dma,
+        Engine::Cc,
     ];
 
     /// Display name (also the trace track name).
@@ -70,6 +73,7 @@ impl Engine {
             Engine::Pe => "PE",
             Engine::Pool => "POOL",
             Engine::Dma => "DMA",
+            Engine::Cc => "CC",
         }
     }
 
@@ -85,7 +89,7 @@ impl Engine {
             Engine::Dve => Some(m.dve.clock_ghz),
             Engine::Pool => Some(m.pool.clock_ghz),
             Engine::Pe => Some(m.pe.clock_ghz),
-            Engine::Dma => None,
+            Engine::Dma | Engine::Cc => None,
         }
     }
 
@@ -96,7 +100,7 @@ impl Engine {
             Engine::Act => (m.act.dependent_penalty_cycles, m.act.issue_overlap_cycles),
             Engine::Dve => (m.dve.dependent_penalty_cycles, m.dve.issue_overlap_cycles),
             Engine::Pool => (m.pool.dependent_penalty_cycles, m.pool.issue_overlap_cycles),
-            Engine::Pe | Engine::Dma => (0, 0),
+            Engine::Pe | Engine::Dma | Engine::Cc => (0, 0),
         }
     }
 }
@@ -216,7 +220,7 @@ pub fn placement(ins: &Instruction) -> Placement {
         | Send | Recv => Placement::On(Engine::Dma),
         Call | Fusion | Conditional | While | AsyncStart => Placement::Calls,
         _ => match ins.opcode.family() {
-            crate::hlo::OpFamily::Collective => Placement::On(Engine::Dma),
+            crate::hlo::OpFamily::Collective => Placement::On(Engine::Cc),
             _ => Placement::On(Engine::Dve),
         },
     }
@@ -327,10 +331,33 @@ fn arithmetic_ops(c: &Computation) -> u64 {
         .count() as u64
 }
 
-/// The costing context: a machine and a module.
+/// The costing context: a machine, a module, and how many devices run it (for the size of
+/// collective groups).
 pub struct CostModel<'a> {
     pub machine: &'a Machine,
     pub module: &'a Module,
+    pub replicas: usize,
+}
+
+/// The ring-algorithm traffic of a collective over a group of `n` devices moving `bytes`
+/// (operand bytes; the result's for all-gather): (bytes each device sends, steps).
+/// all-reduce = reduce-scatter then all-gather: 2(n−1)/n of the bytes in 2(n−1) steps;
+/// all-gather, reduce-scatter, all-to-all: (n−1)/n in n−1 steps; collective-permute: the
+/// whole operand in one step; collective-broadcast: pipelined along the ring, the whole
+/// operand in n−1 steps.
+pub fn ring_traffic(opcode: Opcode, n: u64, bytes: u64) -> (f64, u64) {
+    use Opcode as O;
+    let n = n.max(1);
+    let share = (n - 1) as f64 / n as f64;
+    match opcode {
+        O::AllReduce | O::AllReduceStart => (2.0 * share * bytes as f64, 2 * (n - 1)),
+        O::AllGather | O::AllGatherStart | O::ReduceScatter | O::AllToAll => {
+            (share * bytes as f64, n - 1)
+        }
+        O::CollectivePermute | O::CollectivePermuteStart => (bytes as f64, 1),
+        O::CollectiveBroadcast => (bytes as f64, n - 1),
+        _ => (0.0, 0),
+    }
 }
 
 impl<'a> CostModel<'a> {
@@ -373,6 +400,67 @@ impl<'a> CostModel<'a> {
             dtype: ty,
             function: None,
         }
+    }
+
+    /// The cost of a collective on device 0 (the program is SPMD, so every device's
+    /// timeline looks alike): [`ring_traffic`] over NeuronLink plus a latency per step. A
+    /// group of one device moves nothing.
+    fn collective_cost(
+        &self,
+        comp: &Computation,
+        ins: &Instruction,
+    ) -> Result<Option<Cost>, CostError> {
+        use crate::eval::collectives::groups;
+        let located = |e: crate::eval::EvalError| self.err(comp, ins, e.message);
+        let n = match ins.opcode {
+            Opcode::CollectivePermute | Opcode::CollectivePermuteStart => {
+                let pairs = groups::source_target_pairs(ins).map_err(located)?;
+                if pairs.iter().any(|&(s, t)| s != t) {
+                    2
+                } else {
+                    1
+                }
+            }
+            Opcode::ReplicaId | Opcode::PartitionId => 1,
+            _ => {
+                let g =
+                    groups::replica_groups(ins.attrs.replica_groups.as_deref()).map_err(located)?;
+                groups::group_of(&g, 0, self.replicas.max(1))
+                    .map_err(located)?
+                    .len() as u64
+            }
+        };
+        if n <= 1 {
+            return Ok(None);
+        }
+        let bytes = match ins.opcode {
+            Opcode::AllGather | Opcode::AllGatherStart => {
+                let r = &ins.shape;
+                match ins.opcode {
+                    Opcode::AllGatherStart => {
+                        r.tuple_elements().get(1).map(leaf_bytes).unwrap_or(0)
+                    }
+                    _ => leaf_bytes(r),
+                }
+            }
+            _ => ins
+                .operands
+                .iter()
+                .map(|&o| leaf_bytes(&comp.instr(o).shape))
+                .fold(0u64, u64::saturating_add),
+        };
+        let (moved, steps) = ring_traffic(ins.opcode, n, bytes);
+        let cc = &self.machine.collectives;
+        Ok(Some(Cost {
+            engine: Engine::Cc,
+            ns: steps as f64 * cc.step_latency_ns + moved / cc.link_bandwidth_gb_per_s,
+            cycles: None,
+            start_cycles: 0,
+            elements: leaf_elements(&ins.shape),
+            bytes: moved.round() as u64,
+            dtype: ins.shape.leaves().first().map(|a| a.ty),
+            function: None,
+        }))
     }
 
     /// The cost of instruction `ins` of computation `comp`; None when it is free.
@@ -426,6 +514,7 @@ impl<'a> CostModel<'a> {
                 )))
             }
             Placement::On(Engine::Pe) => self.pe_cost(comp, ins).map(Some),
+            Placement::On(Engine::Cc) => self.collective_cost(comp, ins),
             Placement::On(Engine::Act) => {
                 let mut c = self.stream(Engine::Act, widest, 1, ty);
                 c.function = activation_of(ins).map(|a| a.function);
@@ -631,6 +720,7 @@ mod tests {
         let model = CostModel {
             machine: &machine,
             module: &m,
+            replicas: 1,
         };
         let e = m.entry_computation();
         e.instructions

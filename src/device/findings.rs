@@ -71,6 +71,8 @@ pub struct Finding {
     #[serde(flatten)]
     pub kind: FindingKind,
     pub message: String,
+    /// The simulated device it happened on (0 when one device runs).
+    pub device: usize,
 }
 
 impl Finding {
@@ -86,6 +88,7 @@ impl Finding {
             instruction: instruction.to_string(),
             kind,
             message: message.into(),
+            device: 0,
         }
     }
 }

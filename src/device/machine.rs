@@ -126,6 +126,16 @@ pub struct DmaEngine {
     pub fixed_latency_ns: f64,
 }
 
+/// Collectives between devices: ring algorithms over NeuronLink (see `cost::ring_traffic`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveModel {
+    /// NeuronLink bandwidth one device sends with, GB/s = bytes per nanosecond.
+    pub link_bandwidth_gb_per_s: f64,
+    /// Fixed cost of each ring step (synchronisation, first byte), ns.
+    pub step_latency_ns: f64,
+}
+
 /// A complete machine model.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -152,6 +162,8 @@ pub struct Machine {
     pub pe: PeEngine,
     /// DMA.
     pub dma: DmaEngine,
+    /// Collectives between devices.
+    pub collectives: CollectiveModel,
 }
 
 /// Why a machine model could not be loaded.
@@ -291,6 +303,19 @@ impl Machine {
             positive_u64("pe", "cols", self.pe.cols)?;
             positive_u64("pe", "fp32_factor", self.pe.fp32_factor)?;
             positive_f64("dma", "bandwidth_gb_per_s", self.dma.bandwidth_gb_per_s)?;
+            positive_f64(
+                "collectives",
+                "link_bandwidth_gb_per_s",
+                self.collectives.link_bandwidth_gb_per_s,
+            )?;
+            if !(self.collectives.step_latency_ns.is_finite()
+                && self.collectives.step_latency_ns >= 0.0)
+            {
+                return Err(MachineError::Invalid(format!(
+                    "collectives.step_latency_ns = {}: must be a finite non-negative number",
+                    self.collectives.step_latency_ns
+                )));
+            }
             if !(self.dma.fixed_latency_ns.is_finite() && self.dma.fixed_latency_ns >= 0.0) {
                 return Err(MachineError::Invalid(format!(
                     "dma.fixed_latency_ns = {}: must be a finite non-negative number",

@@ -160,11 +160,28 @@ pub fn schedule(
     roster: &Roster,
     chooser: Chooser,
 ) -> Result<Schedule, TimingError> {
+    let replicas = crate::eval::collectives::groups::default_device_count(module).unwrap_or(1);
+    schedule_on(module, machine, roster, chooser, replicas)
+}
+
+/// [`schedule`] for a program that runs on `replicas` devices (the size of collective
+/// groups; the timeline is device 0's).
+pub fn schedule_on(
+    module: &Module,
+    machine: &Machine,
+    roster: &Roster,
+    chooser: Chooser,
+    replicas: usize,
+) -> Result<Schedule, TimingError> {
     let entry = module.entry_computation();
     let order = entry
         .post_order()
         .ok_or_else(|| TimingError::NotAcyclic(entry.name.clone()))?;
-    let model = CostModel { machine, module };
+    let model = CostModel {
+        machine,
+        module,
+        replicas,
+    };
 
     // The table plan over the activations in post order.
     let activations: Vec<InstrId> = order
@@ -402,8 +419,20 @@ pub fn profile_module(
     machine: &Machine,
     chooser: Chooser,
 ) -> Result<(Schedule, Profile), TimingError> {
-    let s = schedule(transformed, machine, &Roster::trainium(), chooser)?;
-    let p = s.profile(machine);
+    let replicas = crate::eval::collectives::groups::default_device_count(transformed).unwrap_or(1);
+    profile_module_on(transformed, machine, chooser, replicas)
+}
+
+/// [`profile_module`] for a program that runs on `replicas` devices.
+pub fn profile_module_on(
+    transformed: &Module,
+    machine: &Machine,
+    chooser: Chooser,
+    replicas: usize,
+) -> Result<(Schedule, Profile), TimingError> {
+    let s = schedule_on(transformed, machine, &Roster::trainium(), chooser, replicas)?;
+    let mut p = s.profile(machine);
+    p.replicas = replicas;
     Ok((s, p))
 }
 
@@ -479,6 +508,10 @@ pub struct Profile {
     pub act_share_of_busy: f64,
     /// ACT busy time / the total estimated time.
     pub act_share_of_total: f64,
+    /// Devices the program runs on (collective group sizes follow from it).
+    pub replicas: usize,
+    /// Time in collectives (the CC engine's busy time), ns.
+    pub collectives_ns: f64,
 }
 
 impl Schedule {
@@ -543,6 +576,7 @@ impl Schedule {
         }
         let busy_all: f64 = engines.iter().map(|e| e.busy_ns).sum();
         let act_busy = engines[Engine::Act.index()].busy_ns;
+        let collectives_ns = engines[Engine::Cc.index()].busy_ns;
         Profile {
             module: self.module.clone(),
             machine: self.machine.clone(),
@@ -555,6 +589,8 @@ impl Schedule {
             table_loads: loads,
             act_share_of_busy: ratio(act_busy, busy_all),
             act_share_of_total: ratio(act_busy, total),
+            replicas: 1,
+            collectives_ns,
         }
     }
 }

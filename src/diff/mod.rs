@@ -25,14 +25,15 @@ pub use report::{DiffReport, OutputReport};
 pub use tolerance::{Tolerance, Tolerances};
 
 use crate::device::machine::Machine;
-use crate::device::schedule::profile_module;
+use crate::device::schedule::profile_module_on;
 use crate::device::{execute_on_device_observed, DeviceConfig};
-use crate::eval::{Evaluator, Value};
+use crate::eval::{run_on_devices, Evaluator, Value};
 use crate::hlo::{InstrId, Module};
 use crate::passes::{PassError, PassManager};
 use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
+use std::sync::Mutex;
 
 /// What `diff_module` needs besides the module, the passes and the arguments.
 #[derive(Clone, Debug)]
@@ -95,10 +96,47 @@ pub fn diff_module(
     device: DeviceConfig,
     opts: &DiffOptions,
 ) -> Result<DiffReport, DiffError> {
+    diff_module_on_devices(original, pipeline, vec![args], device, opts)
+}
+
+/// What one device's comparison found, collected after its run.
+#[derive(Default)]
+struct DeviceFindings {
+    first: Option<Divergence>,
+    divergent: usize,
+    first_amplified: Option<Divergence>,
+    amplified: usize,
+    errors: Vec<String>,
+}
+
+/// Keeps the earlier of two divergences (by position in the original entry, then device).
+fn earlier(a: Option<Divergence>, b: Option<Divergence>) -> Option<Divergence> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if (y.position, y.device) < (x.position, x.device) {
+            y
+        } else {
+            x
+        }),
+        (x, y) => x.or(y),
+    }
+}
+
+/// [`diff_module`] on `args.len()` simulated devices: `args[d]` are device d's arguments.
+/// Both runs execute on every device (collectives exchange data between them); outputs,
+/// findings and divergences are reported per device.
+pub fn diff_module_on_devices(
+    original: &Module,
+    pipeline: &PassManager,
+    args: Vec<Vec<Value>>,
+    device: DeviceConfig,
+    opts: &DiffOptions,
+) -> Result<DiffReport, DiffError> {
+    let devices = args.len();
     let mut report = DiffReport {
         module: original.name.clone(),
         passes: Vec::new(),
         inputs: opts.inputs_description.clone(),
+        replicas: devices,
         machine: opts.machine.as_ref().map(|m| m.name.clone()),
         tolerances: opts.tolerances.entries(),
         passed: false,
@@ -136,7 +174,7 @@ pub fn diff_module(
         .map(|r| r.name.to_string())
         .collect();
     report.estimated_time_us = opts.machine.as_ref().and_then(|m| {
-        profile_module(&transformed, m, device.chooser)
+        profile_module_on(&transformed, m, device.chooser, devices)
             .ok()
             .map(|(_, p)| p.total_us)
     });
@@ -145,19 +183,45 @@ pub fn diff_module(
 
     let mapping = attribution::build_mapping(original, &transformed, &out.provenance);
     let n = original.entry_computation().instructions.len();
-    let store = Rc::new(RefCell::new(attribution::RefStore {
-        values: vec![None; n],
-        remaining: mapping.uses.clone(),
-        keep: mapping.keep.clone(),
-    }));
-    let reference = {
+    let slots = |v: Vec<Vec<Value>>| -> Vec<Mutex<Option<Vec<Value>>>> {
+        v.into_iter().map(|a| Mutex::new(Some(a))).collect()
+    };
+    let take = |s: &[Mutex<Option<Vec<Value>>>], d: usize| -> Vec<Value> {
+        s[d].lock()
+            .ok()
+            .and_then(|mut x| x.take())
+            .unwrap_or_default()
+    };
+    let device_args = slots(args.clone());
+    let reference_args = slots(args);
+
+    // The reference run, recording the values the device side compares with.
+    let reference: Vec<(Value, attribution::RefStore)> = run_on_devices(devices, |rep| {
+        let d = rep.device;
+        let store = Rc::new(RefCell::new(attribution::RefStore {
+            values: vec![None; n],
+            remaining: mapping.uses.clone(),
+            keep: mapping.keep.clone(),
+        }));
         let hooks = attribution::RefObserver {
             store: store.clone(),
         };
         let mut ev = Evaluator::with_hooks(original, Box::new(hooks));
-        ev.run(args.clone()).map_err(DiffError::Reference)?
-    };
+        ev.set_replica(rep);
+        let v = ev.run(take(&reference_args, d))?;
+        drop(ev);
+        let store = Rc::try_unwrap(store)
+            .map(RefCell::into_inner)
+            .map_err(|_| crate::eval::EvalError::new("internal: reference store still shared"))?;
+        Ok((v, store))
+    })
+    .map_err(DiffError::Reference)?;
+    let (reference, stores): (Vec<Value>, Vec<attribution::RefStore>) =
+        reference.into_iter().unzip();
+    let stores: Vec<Mutex<Option<attribution::RefStore>>> =
+        stores.into_iter().map(|s| Mutex::new(Some(s))).collect();
 
+    // The device run, comparing every value as it is computed.
     let tc = transformed.entry_computation();
     let mut device_uses = vec![0u32; tc.instructions.len()];
     for ins in &tc.instructions {
@@ -165,67 +229,111 @@ pub fn diff_module(
             device_uses[op.index()] += 1;
         }
     }
-    let mut cmp = attribution::Comparer {
-        original,
-        // The same semantics as both runs (hooked evaluators round every operation).
-        replayer: {
-            let mut e = Evaluator::new(original);
-            e.set_options(crate::eval::EvalOptions::as_written());
-            e
-        },
-        device_values: vec![None; tc.instructions.len()],
-        device_uses,
-        amplified: 0,
-        first_amplified: None,
-        mapping: &mapping,
-        store: store.clone(),
-        tolerances: &opts.tolerances,
-        max_examples: opts.max_examples,
-        first: None,
-        divergent: 0,
-        errors: Vec::new(),
-        state: vec![0; n],
-    };
-    let run = {
-        let mut obs = |m: &Module, id: InstrId, v: &Value| cmp.observe(m, id, v);
-        execute_on_device_observed(&transformed, args, device, Some(&mut obs))
-    };
-    drop(store);
-    report.first_divergence = cmp.first.take();
-    report.divergent_instructions = cmp.divergent;
-    report.first_amplified = cmp.first_amplified.take();
-    report.amplified_instructions = cmp.amplified;
+    let found: Vec<Mutex<DeviceFindings>> = (0..devices)
+        .map(|_| Mutex::new(DeviceFindings::default()))
+        .collect();
+    let transformed = &transformed;
+    let run = run_on_devices(devices, |rep| {
+        let d = rep.device;
+        let store = stores[d]
+            .lock()
+            .ok()
+            .and_then(|mut s| s.take())
+            .ok_or_else(|| crate::eval::EvalError::new("internal: no reference store"))?;
+        let store = Rc::new(RefCell::new(store));
+        let mut cmp = attribution::Comparer {
+            original,
+            // The same semantics as both runs (hooked evaluators round every operation).
+            replayer: {
+                let mut e = Evaluator::new(original);
+                e.set_options(crate::eval::EvalOptions::as_written());
+                e
+            },
+            device_values: vec![None; tc.instructions.len()],
+            device_uses: device_uses.clone(),
+            amplified: 0,
+            first_amplified: None,
+            mapping: &mapping,
+            store: store.clone(),
+            tolerances: &opts.tolerances,
+            max_examples: opts.max_examples,
+            first: None,
+            divergent: 0,
+            errors: Vec::new(),
+            state: vec![0; n],
+            device: d,
+        };
+        let config = DeviceConfig {
+            replica: rep,
+            ..device.clone()
+        };
+        let run = {
+            let mut obs = |m: &Module, id: InstrId, v: &Value| cmp.observe(m, id, v);
+            execute_on_device_observed(transformed, take(&device_args, d), config, Some(&mut obs))
+        };
+        if let Ok(mut f) = found[d].lock() {
+            *f = DeviceFindings {
+                first: cmp.first.take(),
+                divergent: cmp.divergent,
+                first_amplified: cmp.first_amplified.take(),
+                amplified: cmp.amplified,
+                errors: std::mem::take(&mut cmp.errors),
+            };
+        }
+        run
+    });
+    let mut errors = Vec::new();
+    for f in found {
+        let f = f.into_inner().unwrap_or_default();
+        report.first_divergence = earlier(report.first_divergence.take(), f.first);
+        report.first_amplified = earlier(report.first_amplified.take(), f.first_amplified);
+        report.divergent_instructions += f.divergent;
+        report.amplified_instructions += f.amplified;
+        errors.extend(f.errors);
+    }
     // Outputs beyond tolerance are explained when every value beyond tolerance on the way
     // was replayed and found to be the right function of its (in-tolerance) inputs.
-    let explained =
-        report.first_divergence.is_none() && mapping.root_compared && cmp.errors.is_empty();
+    let explained = report.first_divergence.is_none() && mapping.root_compared && errors.is_empty();
     report.output_errors.extend(
-        cmp.errors
+        errors
             .iter()
             .map(|e| format!("intermediate value shapes differ: {e}")),
     );
     match run {
-        Ok(run) => {
-            report.findings = run.findings;
-            let (rl, dl) = (reference.leaves(), run.result.leaves());
-            if rl.len() != dl.len() {
-                report.output_errors.push(format!(
-                    "the reference has {} outputs, the device {}",
-                    rl.len(),
-                    dl.len()
-                ));
-            }
-            for (i, (r, d)) in rl.iter().zip(&dl).enumerate() {
-                let tol = opts.tolerances.get(r.shape.ty);
-                match compare_arrays(r, d, &tol) {
-                    Ok(m) => report.outputs.push(OutputReport {
-                        index: i,
-                        tolerance: tol,
-                        within_tolerance: m.within_tolerance(),
-                        amplified: !m.within_tolerance() && explained,
-                        metrics: m,
-                    }),
-                    Err(e) => report.output_errors.push(format!("out{i}: {e}")),
+        Ok(runs) => {
+            for (d, (run, reference)) in runs.into_iter().zip(&reference).enumerate() {
+                report
+                    .findings
+                    .extend(run.findings.into_iter().map(|mut f| {
+                        f.device = d;
+                        f
+                    }));
+                let on = if devices > 1 {
+                    format!("device {d}: ")
+                } else {
+                    String::new()
+                };
+                let (rl, dl) = (reference.leaves(), run.result.leaves());
+                if rl.len() != dl.len() {
+                    report.output_errors.push(format!(
+                        "{on}the reference has {} outputs, the device {}",
+                        rl.len(),
+                        dl.len()
+                    ));
+                }
+                for (i, (r, dv)) in rl.iter().zip(&dl).enumerate() {
+                    let tol = opts.tolerances.get(r.shape.ty);
+                    match compare_arrays(r, dv, &tol) {
+                        Ok(m) => report.outputs.push(OutputReport {
+                            index: i,
+                            device: d,
+                            tolerance: tol,
+                            within_tolerance: m.within_tolerance(),
+                            amplified: !m.within_tolerance() && explained,
+                            metrics: m,
+                        }),
+                        Err(e) => report.output_errors.push(format!("{on}out{i}: {e}")),
+                    }
                 }
             }
         }

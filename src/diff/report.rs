@@ -14,6 +14,8 @@ use std::fmt::Write as _;
 pub struct OutputReport {
     /// Leaf index (`out<i>`).
     pub index: usize,
+    /// The simulated device (0 when one device runs).
+    pub device: usize,
     /// The tolerance applied.
     pub tolerance: Tolerance,
     pub within_tolerance: bool,
@@ -41,13 +43,14 @@ impl OutputReport {
 /// ```text
 /// {
 ///   "module": "name", "passes": ["tuple-simplifier", ...], "inputs": "seed 0 (6.25% edge cases)",
+///   "replicas": n,                        // simulated devices (--replicas)
 ///   "machine": "trn2" | null,
 ///   "tolerances": {"bf16": {"ulp": 1, "abs": 1.17e-38}, ...},   // dtypes not listed: exact
 ///   "passed": bool,                       // the exit status: true ⇔ 0
 ///   "transform_error": "..." | null,      // a pass failed or broke the module
 ///   "device_error": "..." | null,         // the device run stopped with an error
 ///   "strict": bool,                       // amplified outputs fail too (--strict)
-///   "outputs": [{"index": 0, "tolerance": {...}, "within_tolerance": bool,
+///   "outputs": [{"index": 0, "device": d, "tolerance": {...}, "within_tolerance": bool,
 ///                "amplified": bool,       // beyond tolerance only through amplification
 ///                "metrics": {"dtype": "f32", "dims": [..], "elements": n,
 ///                            "max_abs_error": x, "max_rel_error": x, "max_ulp": n,
@@ -59,14 +62,14 @@ impl OutputReport {
 ///   "output_errors": ["..."],             // outputs that could not be compared
 ///   "first_divergence": {"instruction": "%x", "opcode": "compare", "position": i,
 ///                        "device_instruction": "%y", "operands_differed": ["%w"],
-///                        "amplified": false, "leaf": 0, "metrics": {...},
+///                        "amplified": false, "leaf": 0, "device": d, "metrics": {...},
 ///                        "examples": [{"index": [..], "reference": "..", "device": "..",
 ///                                      "inputs": [".."], "device_inputs": [".."]}]} | null,
 ///   "divergent_instructions": n,          // instructions that computed a wrong function
 ///   "first_amplified": {...same fields, "amplified": true} | null,
 ///   "amplified_instructions": n,          // beyond tolerance, but the right function of
 ///                                         // their device inputs
-///   "findings": [{"level": "warning"|"error", "computation": "..", "instruction": "..",
+///   "findings": [{"level": "warning"|"error", "device": d, "computation": "..", "instruction": "..",
 ///                 "kind": "total_order_compare", ..., "message": ".."}],
 ///   "contract_violations": [{"pass": "legalize-compare", "instruction": "..",
 ///                            "origin": "comp/instr", "message": ".."}],
@@ -78,6 +81,8 @@ pub struct DiffReport {
     pub module: String,
     pub passes: Vec<String>,
     pub inputs: String,
+    /// Simulated devices each run used.
+    pub replicas: usize,
     pub machine: Option<String>,
     pub tolerances: BTreeMap<String, Tolerance>,
     pub passed: bool,
@@ -120,8 +125,13 @@ impl DiffReport {
         );
         let _ = writeln!(
             s,
-            "inputs: {}{}",
+            "inputs: {}{}{}",
             self.inputs,
+            if self.replicas > 1 {
+                format!("; {} devices", self.replicas)
+            } else {
+                String::new()
+            },
             self.machine
                 .as_ref()
                 .map(|m| format!("; machine {m}"))
@@ -130,10 +140,12 @@ impl DiffReport {
         if let Some(e) = &self.transform_error {
             let _ = writeln!(s, "transform failed: {e}");
         }
+        let multi = self.replicas > 1;
         if !self.outputs.is_empty() {
             let _ = writeln!(
                 s,
-                "\n{:<5} {:<22} {:>10} {:>10} {:>7} {:>12} {:>6} {:>6} {:>8}  tolerance",
+                "\n{}{:<5} {:<22} {:>10} {:>10} {:>7} {:>12} {:>6} {:>6} {:>8}  tolerance",
+                if multi { format!("{:<4} ", "dev") } else { String::new() },
                 "out",
                 "shape",
                 "max abs",
@@ -146,6 +158,11 @@ impl DiffReport {
             );
         }
         for o in &self.outputs {
+            let dev = if multi {
+                format!("{:<4} ", format!("d{}", o.device))
+            } else {
+                String::new()
+            };
             let m = &o.metrics;
             let shape = format!(
                 "{}[{}]",
@@ -158,7 +175,7 @@ impl DiffReport {
             );
             let _ = writeln!(
                 s,
-                "{:<5} {:<22} {:>10.3e} {:>10.3e} {:>7} {:>12} {:>6} {:>6} {:>8}  {} {}",
+                "{dev}{:<5} {:<22} {:>10.3e} {:>10.3e} {:>7} {:>12} {:>6} {:>6} {:>8}  {} {}",
                 format!("out{}", o.index),
                 shape,
                 m.max_abs_error,
@@ -207,6 +224,7 @@ impl DiffReport {
                     d,
                     self.divergent_instructions,
                     "divergent",
+                    multi,
                 );
                 if d.operands_differed.is_empty() {
                     let _ = writeln!(
@@ -244,6 +262,7 @@ impl DiffReport {
                 d,
                 self.amplified_instructions,
                 "amplified",
+                multi,
             );
             let _ = writeln!(
                 s,
@@ -265,7 +284,11 @@ impl DiffReport {
         if !self.findings.is_empty() {
             let _ = writeln!(s, "\nfindings:");
             for f in &self.findings {
-                let _ = writeln!(s, "  {f}");
+                if multi {
+                    let _ = writeln!(s, "  device {}: {f}", f.device);
+                } else {
+                    let _ = writeln!(s, "  {f}");
+                }
             }
         }
         if let Some(t) = self.estimated_time_us {
@@ -277,11 +300,23 @@ impl DiffReport {
 }
 
 /// The headline of a divergent or amplified instruction.
-fn render_instruction(s: &mut String, title: &str, d: &Divergence, count: usize, kind: &str) {
+fn render_instruction(
+    s: &mut String,
+    title: &str,
+    d: &Divergence,
+    count: usize,
+    kind: &str,
+    multi: bool,
+) {
     let m = &d.metrics;
     let _ = writeln!(
         s,
-        "\n{title}: {} ({}) [device: {}]: {} of {} elements beyond tolerance, max ulp {}{} ({count} {kind} instruction{})",
+        "\n{title}: {}{} ({}) [device: {}]: {} of {} elements beyond tolerance, max ulp {}{} ({count} {kind} instruction{})",
+        if multi {
+            format!("on device {}, ", d.device)
+        } else {
+            String::new()
+        },
         d.instruction,
         d.opcode,
         d.device_instruction,

@@ -55,7 +55,11 @@ where
 }
 
 /// [`run_on_devices`] on a given fabric (tests use a short timeout).
-pub fn run_on_fabric<T, F>(count: usize, fabric: Arc<dyn Fabric>, work: F) -> Result<Vec<T>, EvalError>
+pub fn run_on_fabric<T, F>(
+    count: usize,
+    fabric: Arc<dyn Fabric>,
+    work: F,
+) -> Result<Vec<T>, EvalError>
 where
     T: Send,
     F: Fn(Replica) -> Result<T, EvalError> + Sync,

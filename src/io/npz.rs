@@ -263,22 +263,23 @@ pub fn read_device_args(
         for j in 0..params.len() {
             let own = format!("d{d}/arg{j}");
             let shared = format!("arg{j}");
-            let e = by_name.get(&own).or_else(|| by_name.get(&shared)).ok_or_else(|| {
-                IoError::new(format!(
-                    "{}: no array '{own}' or '{shared}' for argument {j} of device {d}; {}",
-                    path.display(),
-                    expected_list(&params)
-                ))
-            })?;
+            let e = by_name
+                .get(&own)
+                .or_else(|| by_name.get(&shared))
+                .ok_or_else(|| {
+                    IoError::new(format!(
+                        "{}: no array '{own}' or '{shared}' for argument {j} of device {d}; {}",
+                        path.display(),
+                        expected_list(&params)
+                    ))
+                })?;
             given.push((
                 format!("{}, array '{}'", path.display(), e.name),
                 e.array.clone(),
                 e.dtype.clone(),
             ));
         }
-        out.push(fit_all(given, &params).map_err(|e| {
-            IoError::new(format!("device {d}: {}", e))
-        })?);
+        out.push(fit_all(given, &params).map_err(|e| IoError::new(format!("device {d}: {}", e)))?);
     }
     Ok(out)
 }
@@ -286,7 +287,8 @@ pub fn read_device_args(
 /// `prefix` followed by a canonical decimal index (`arg3`, not `arg03`).
 fn parse_index(s: &str, prefix: &str) -> Option<usize> {
     let n = s.strip_prefix(prefix)?;
-    let ok = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n == "0" || !n.starts_with('0'));
+    let ok =
+        !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n == "0" || !n.starts_with('0'));
     ok.then(|| n.parse().ok()).flatten()
 }
 

@@ -146,7 +146,9 @@ fn stuck(st: &State, key: &(u64, Vec<usize>), device: usize) -> Option<String> {
         }
     }
     // Deadlock: every device still running waits, and no rendezvous among them is complete.
-    let live: Vec<usize> = (0..st.finished.len()).filter(|&d| !st.finished[d]).collect();
+    let live: Vec<usize> = (0..st.finished.len())
+        .filter(|&d| !st.finished[d])
+        .collect();
     let all_wait = live.iter().all(|&d| st.waiting[d].is_some());
     let any_complete = live.iter().any(|&d| {
         st.waiting[d].as_ref().is_some_and(|(s, g, _)| {

@@ -37,9 +37,9 @@ pub(crate) fn parse_int_groups(text: &str) -> Result<Vec<Vec<u64>>, EvalError> {
 fn int_list(text: &str, whole: &str) -> Result<Vec<u64>, EvalError> {
     text.split(',')
         .map(|d| {
-            d.trim().parse::<u64>().map_err(|_| {
-                EvalError::new(format!("malformed iota replica_groups '{whole}'"))
-            })
+            d.trim()
+                .parse::<u64>()
+                .map_err(|_| EvalError::new(format!("malformed iota replica_groups '{whole}'")))
         })
         .collect()
 }
@@ -56,7 +56,11 @@ fn expand_iota(text: &str) -> Result<Vec<Vec<u64>>, EvalError> {
     let rest = text.strip_prefix('[').ok_or_else(bad)?;
     let (shape, rest) = rest.split_once(']').ok_or_else(bad)?;
     let shape = int_list(shape, text)?;
-    let rest = rest.trim_start().strip_prefix("<=").ok_or_else(bad)?.trim_start();
+    let rest = rest
+        .trim_start()
+        .strip_prefix("<=")
+        .ok_or_else(bad)?
+        .trim_start();
     let rest = rest.strip_prefix('[').ok_or_else(bad)?;
     let (reshape, rest) = rest.split_once(']').ok_or_else(bad)?;
     let reshape = int_list(reshape, text)?;
@@ -115,7 +119,10 @@ fn expand_iota(text: &str) -> Result<Vec<Vec<u64>>, EvalError> {
             idx[d] = 0;
         }
     }
-    Ok(ids.chunks(size.max(1) as usize).map(<[u64]>::to_vec).collect())
+    Ok(ids
+        .chunks(size.max(1) as usize)
+        .map(<[u64]>::to_vec)
+        .collect())
 }
 
 /// The groups written in `replica_groups=` (list or iota form); empty for none or `{}`,
@@ -151,16 +158,19 @@ pub fn group_of(groups: &[Vec<u64>], device: usize, count: usize) -> Result<Vec<
     if groups.is_empty() || groups.iter().all(Vec::is_empty) {
         return Ok((0..count).collect());
     }
-    for g in groups {
-        if let Some(&bad) = g.iter().find(|&&id| id >= count as u64) {
-            return err(format!(
-                "replica group {} names device {bad}, but the program runs on {count} device{} \
-                 (set --replicas to at least {})",
-                show_group(g),
-                if count == 1 { "" } else { "s" },
-                bad + 1
-            ));
-        }
+    let largest = groups.iter().flatten().copied().max().unwrap_or(0);
+    if largest >= count as u64 {
+        let g = groups
+            .iter()
+            .find(|g| g.contains(&largest))
+            .map(|g| show_group(g))
+            .unwrap_or_default();
+        return err(format!(
+            "replica group {g} names device {largest}, but the program runs on {count} device{} \
+             (set --replicas to at least {})",
+            if count == 1 { "" } else { "s" },
+            largest + 1
+        ));
     }
     groups
         .iter()
@@ -169,7 +179,11 @@ pub fn group_of(groups: &[Vec<u64>], device: usize, count: usize) -> Result<Vec<
         .ok_or_else(|| {
             EvalError::new(format!(
                 "device {device} is in none of the replica groups {}",
-                groups.iter().map(|g| show_group(g)).collect::<Vec<_>>().join(",")
+                groups
+                    .iter()
+                    .map(|g| show_group(g))
+                    .collect::<Vec<_>>()
+                    .join(",")
             ))
         })
 }
@@ -205,7 +219,11 @@ fn devices_named(ins: &Instruction) -> Result<u64, EvalError> {
 /// `replica_count=` if present, else 1 + the largest device id that any `replica_groups` or
 /// `source_target_pairs` names, else 1.
 pub fn default_device_count(module: &Module) -> Result<usize, EvalError> {
-    if let Some((_, v)) = module.header_attrs.iter().find(|(k, _)| k == "replica_count") {
+    if let Some((_, v)) = module
+        .header_attrs
+        .iter()
+        .find(|(k, _)| k == "replica_count")
+    {
         return v
             .trim()
             .parse::<usize>()
@@ -216,13 +234,11 @@ pub fn default_device_count(module: &Module) -> Result<usize, EvalError> {
     let mut n = 1u64;
     for c in &module.computations {
         for ins in &c.instructions {
-            n = n.max(devices_named(ins).map_err(|e| {
-                EvalError {
-                    computation: Some(c.name.clone()),
-                    instruction: Some(ins.name.clone()),
-                    opcode: Some(ins.opcode.name().to_string()),
-                    ..e
-                }
+            n = n.max(devices_named(ins).map_err(|e| EvalError {
+                computation: Some(c.name.clone()),
+                instruction: Some(ins.name.clone()),
+                opcode: Some(ins.opcode.name().to_string()),
+                ..e
             })?);
         }
     }
@@ -272,8 +288,12 @@ mod tests {
         assert_eq!(group_of(&g, 3, 4).unwrap(), vec![1, 3]);
         assert_eq!(group_of(&[], 2, 3).unwrap(), vec![0, 1, 2]);
         let e = group_of(&g, 0, 2).unwrap_err();
-        assert!(e.message.contains("names device 2"), "{}", e.message);
-        assert!(e.message.contains("--replicas to at least 3"), "{}", e.message);
+        assert!(e.message.contains("names device 3"), "{}", e.message);
+        assert!(
+            e.message.contains("--replicas to at least 4"),
+            "{}",
+            e.message
+        );
         let e = group_of(&[vec![0]], 1, 2).unwrap_err();
         assert!(e.message.contains("device 1 is in none"), "{}", e.message);
     }

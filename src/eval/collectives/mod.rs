@@ -77,7 +77,11 @@ pub fn collective(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KRes
             };
             let r = collective_permute(ev, ins, ops, result)?;
             let mut out = vec![pack_operands(ops), r];
-            out.extend(elems[2..].iter().map(|s| Value::from_literal(Literal::zeros(s))));
+            out.extend(
+                elems[2..]
+                    .iter()
+                    .map(|s| Value::from_literal(Literal::zeros(s))),
+            );
             Ok(Value::Tuple(out))
         }
         O::AllReduceDone => Ok(ops[0].clone()),
@@ -109,7 +113,11 @@ fn pack_operands(ops: &[&Value]) -> Value {
 }
 
 /// The result shapes, one per operand: the tuple's elements, or the shape itself.
-fn per_operand<'s>(shape: &'s Shape, n: usize, ins: &Instruction) -> Result<Vec<&'s Shape>, EvalError> {
+fn per_operand<'s>(
+    shape: &'s Shape,
+    n: usize,
+    ins: &Instruction,
+) -> Result<Vec<&'s Shape>, EvalError> {
     let shapes: Vec<&Shape> = match shape {
         Shape::Tuple(t) if n > 1 || t.len() != 1 => t.iter().collect(),
         s => vec![s],
@@ -154,7 +162,10 @@ fn exchange(
     if group.len() == 1 {
         return Ok(vec![payload]);
     }
-    let shapes: Vec<String> = ops.iter().map(|v| super::value_shape(v).to_string()).collect();
+    let shapes: Vec<String> = ops
+        .iter()
+        .map(|v| super::value_shape(v).to_string())
+        .collect();
     let step = Step {
         seq,
         instruction: ins.name.clone(),
@@ -172,7 +183,9 @@ fn exchange(
 /// bf16 NaN canonical (see [`reduction`]).
 fn moved(v: &Value) -> Result<Value, EvalError> {
     let a = v.as_array()?;
-    if a.ty() == ElementType::BF16 && matches!(&a.data, ArrayData::BF16(x) if x.iter().any(|e| e.is_nan())) {
+    if a.ty() == ElementType::BF16
+        && matches!(&a.data, ArrayData::BF16(x) if x.iter().any(|e| e.is_nan()))
+    {
         let mut c = a.clone();
         reduction::canonicalize_bf16_nans(&mut c);
         return Ok(Value::array(c));
@@ -184,7 +197,9 @@ fn moved(v: &Value) -> Result<Value, EvalError> {
 /// scalar that passes through; see the module documentation).
 fn is_token(v: &Value, want: &Shape) -> bool {
     match (v, want) {
-        (Value::Array(a), Shape::Array(w)) => a.shape.rank() == 0 && w.rank() == 0 && a.ty() == w.ty,
+        (Value::Array(a), Shape::Array(w)) => {
+            a.shape.rank() == 0 && w.rank() == 0 && a.ty() == w.ty
+        }
         _ => false,
     }
 }
@@ -227,7 +242,10 @@ enum Finish {
 
 fn all_reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value], finish: Finish) -> KResult {
     let group = my_group(ev, ins)?;
-    let rank = group.iter().position(|&m| m == ev.replica().device).unwrap_or(0);
+    let rank = group
+        .iter()
+        .position(|&m| m == ev.replica().device)
+        .unwrap_or(0);
     let wants = per_operand(&ins.shape, ops.len(), ins)?;
     let all = exchange(ev, ins, &group, ops)?;
     let mut results = Vec::with_capacity(ops.len());
@@ -296,7 +314,10 @@ fn all_gather(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value], shape: &Sha
 fn all_to_all(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
     let group = my_group(ev, ins)?;
     let n = group.len();
-    let rank = group.iter().position(|&m| m == ev.replica().device).unwrap_or(0);
+    let rank = group
+        .iter()
+        .position(|&m| m == ev.replica().device)
+        .unwrap_or(0);
     if ops.len() > 1 || ins.attrs.dimensions.is_none() {
         // Tuple form: operand j goes to member j; result i is what member i sent here.
         let tensors: Vec<usize> = (0..ops.len())
@@ -350,7 +371,12 @@ fn all_to_all(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult 
     Ok(Value::array(out))
 }
 
-fn collective_permute(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value], result: &Shape) -> KResult {
+fn collective_permute(
+    ev: &mut Evaluator,
+    ins: &Instruction,
+    ops: &[&Value],
+    result: &Shape,
+) -> KResult {
     let [op] = ops else {
         return err(format!(
             "collective-permute with {} operands (the in-place form) is not supported",
@@ -369,7 +395,10 @@ fn collective_permute(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value], res
         let v = if own {
             moved(op)?
         } else {
-            Value::array(ArrayLiteral::zeros(ArrayShape::new(want.ty, want.dims.clone())))
+            Value::array(ArrayLiteral::zeros(ArrayShape::new(
+                want.ty,
+                want.dims.clone(),
+            )))
         };
         check_result(v.as_array()?, want, ins)?;
         return Ok(v);
@@ -398,7 +427,10 @@ fn collective_permute(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value], res
     let want = array_shape(result, ins)?;
     let v = match source {
         Some(s) => moved(&all[s][0])?,
-        None => Value::array(ArrayLiteral::zeros(ArrayShape::new(want.ty, want.dims.clone()))),
+        None => Value::array(ArrayLiteral::zeros(ArrayShape::new(
+            want.ty,
+            want.dims.clone(),
+        ))),
     };
     check_result(v.as_array()?, want, ins)?;
     Ok(v)
@@ -416,4 +448,3 @@ fn collective_broadcast(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -
     }
     Ok(pack_results(&ins.shape, results))
 }
-

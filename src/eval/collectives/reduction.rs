@@ -25,7 +25,9 @@
 
 use super::super::reduce::{map_arrays, to_apply};
 use super::super::{err, EvalError, Evaluator};
-use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, CompId, ElementType, Instruction, Module, Opcode};
+use crate::hlo::{
+    ArrayData, ArrayLiteral, ArrayShape, CompId, ElementType, Instruction, Module, Opcode,
+};
 use half::{bf16, f16};
 
 /// A reduction XLA:CPU's collectives implement natively.
@@ -110,7 +112,9 @@ pub fn match_reducer(module: &Module, c: CompId, ty: ElementType) -> Option<Kind
 }
 
 /// Float arithmetic of the f32/f64 fold (DAZ/FTZ, NaN rules of the module documentation).
-trait FtzFloat: Copy + PartialOrd + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
+trait FtzFloat:
+    Copy + PartialOrd + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self>
+{
     const ZERO: Self;
     const ONE: Self;
     const NEG_INF: Self;
@@ -289,7 +293,10 @@ macro_rules! fold_ints {
 }
 
 /// The typed slices of every rank's array, or None when a storage type differs.
-fn slices<'a, T: 'static>(values: &[&'a ArrayLiteral], pick: fn(&'a ArrayData) -> Option<&'a [T]>) -> Option<Vec<&'a [T]>> {
+fn slices<'a, T: 'static>(
+    values: &[&'a ArrayLiteral],
+    pick: fn(&'a ArrayData) -> Option<&'a [T]>,
+) -> Option<Vec<&'a [T]>> {
     values.iter().map(|v| pick(&v.data)).collect()
 }
 
@@ -331,30 +338,60 @@ pub fn combine(
         ArrayData::F32(_) => typed!(F32, f32, |p: &[&[f32]]| fold_ftz(kind, p)),
         ArrayData::F64(_) => typed!(F64, f64, |p: &[&[f64]]| fold_ftz(kind, p)),
         ArrayData::F16(_) => typed!(F16, f16, |p: &[&[f16]]| fold_f16(kind, p)),
-        ArrayData::BF16(_) => typed!(BF16, bf16, |p: &[&[bf16]]| -> Result<Vec<bf16>, EvalError> {
-            let wide: Vec<Vec<f32>> = p.iter().map(|s| s.iter().map(|x| x.to_f32()).collect()).collect();
-            let refs: Vec<&[f32]> = wide.iter().map(Vec::as_slice).collect();
-            Ok(fold_ftz(kind, &refs)?.into_iter().map(bf16_from_f32).collect())
-        }),
-        ArrayData::S8(_) => typed!(S8, i8, |p: &[&[i8]]| Ok::<_, EvalError>(fold_ints!(kind, p, i8))),
-        ArrayData::S16(_) => typed!(S16, i16, |p: &[&[i16]]| Ok::<_, EvalError>(fold_ints!(kind, p, i16))),
-        ArrayData::S32(_) => typed!(S32, i32, |p: &[&[i32]]| Ok::<_, EvalError>(fold_ints!(kind, p, i32))),
-        ArrayData::S64(_) => typed!(S64, i64, |p: &[&[i64]]| Ok::<_, EvalError>(fold_ints!(kind, p, i64))),
-        ArrayData::U8(_) => typed!(U8, u8, |p: &[&[u8]]| Ok::<_, EvalError>(fold_ints!(kind, p, u8))),
-        ArrayData::U16(_) => typed!(U16, u16, |p: &[&[u16]]| Ok::<_, EvalError>(fold_ints!(kind, p, u16))),
-        ArrayData::U32(_) => typed!(U32, u32, |p: &[&[u32]]| Ok::<_, EvalError>(fold_ints!(kind, p, u32))),
-        ArrayData::U64(_) => typed!(U64, u64, |p: &[&[u64]]| Ok::<_, EvalError>(fold_ints!(kind, p, u64))),
-        ArrayData::Pred(_) => typed!(Pred, bool, |p: &[&[bool]]| -> Result<Vec<bool>, EvalError> {
-            let n = p[0].len();
-            let or = matches!(kind, Kind::Or | Kind::Add | Kind::Max);
-            let mut acc = vec![!or; n];
-            for s in p {
-                for (a, &x) in acc.iter_mut().zip(*s) {
-                    *a = if or { *a | x } else { *a & x };
-                }
+        ArrayData::BF16(_) => typed!(
+            BF16,
+            bf16,
+            |p: &[&[bf16]]| -> Result<Vec<bf16>, EvalError> {
+                let wide: Vec<Vec<f32>> = p
+                    .iter()
+                    .map(|s| s.iter().map(|x| x.to_f32()).collect())
+                    .collect();
+                let refs: Vec<&[f32]> = wide.iter().map(Vec::as_slice).collect();
+                Ok(fold_ftz(kind, &refs)?
+                    .into_iter()
+                    .map(bf16_from_f32)
+                    .collect())
             }
-            Ok(acc)
-        }),
+        ),
+        ArrayData::S8(_) => typed!(S8, i8, |p: &[&[i8]]| Ok::<_, EvalError>(fold_ints!(
+            kind, p, i8
+        ))),
+        ArrayData::S16(_) => typed!(S16, i16, |p: &[&[i16]]| Ok::<_, EvalError>(fold_ints!(
+            kind, p, i16
+        ))),
+        ArrayData::S32(_) => typed!(S32, i32, |p: &[&[i32]]| Ok::<_, EvalError>(fold_ints!(
+            kind, p, i32
+        ))),
+        ArrayData::S64(_) => typed!(S64, i64, |p: &[&[i64]]| Ok::<_, EvalError>(fold_ints!(
+            kind, p, i64
+        ))),
+        ArrayData::U8(_) => typed!(U8, u8, |p: &[&[u8]]| Ok::<_, EvalError>(fold_ints!(
+            kind, p, u8
+        ))),
+        ArrayData::U16(_) => typed!(U16, u16, |p: &[&[u16]]| Ok::<_, EvalError>(fold_ints!(
+            kind, p, u16
+        ))),
+        ArrayData::U32(_) => typed!(U32, u32, |p: &[&[u32]]| Ok::<_, EvalError>(fold_ints!(
+            kind, p, u32
+        ))),
+        ArrayData::U64(_) => typed!(U64, u64, |p: &[&[u64]]| Ok::<_, EvalError>(fold_ints!(
+            kind, p, u64
+        ))),
+        ArrayData::Pred(_) => typed!(
+            Pred,
+            bool,
+            |p: &[&[bool]]| -> Result<Vec<bool>, EvalError> {
+                let n = p[0].len();
+                let or = matches!(kind, Kind::Or | Kind::Add | Kind::Max);
+                let mut acc = vec![!or; n];
+                for s in p {
+                    for (a, &x) in acc.iter_mut().zip(*s) {
+                        *a = if or { *a | x } else { *a & x };
+                    }
+                }
+                Ok(acc)
+            }
+        ),
         _ => {
             // Complex and 8-bit floats: the computation as written, in rank order.
             let mut acc = values[0].clone();

@@ -9,13 +9,20 @@
 //!   legalized module evaluates to the same exact values as the original.
 //! - `AwsNeuronTransferWithStaticRing`: identity on operand 0.
 //! - `AwsNeuronSoftmax`, `AwsNeuronSoftmaxBackward`: see [`softmax`].
+//! - `AwsNeuronRmsNorm`: see [`rms_norm`].
+//!
+//! The intrinsics that work along one dimension (Softmax family, RmsNorm) take it from the
+//! backend_config as a decimal string, parsed in one place: [`dimension`].
 //! - Anything else is an "unsupported custom-call target" error.
 
+pub mod dimension;
+pub mod rms_norm;
 pub mod softmax;
 
 use super::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayLiteral, Instruction};
 use crate::math::{activations as act, f64_buffer};
+use crate::neuron;
 use rayon::prelude::*;
 
 /// Outputs with at least this many elements are computed in parallel.
@@ -55,7 +62,7 @@ pub fn custom_call(ins: &Instruction, ops: &[&Value]) -> KResult {
         return elementwise(ins, ops, target, f);
     }
     match target {
-        "AwsNeuronTransferWithStaticRing" => {
+        neuron::TRANSFER_WITH_STATIC_RING => {
             let Some(v) = ops.first() else {
                 return err(format!("{target} needs an operand"));
             };
@@ -69,8 +76,9 @@ pub fn custom_call(ins: &Instruction, ops: &[&Value]) -> KResult {
             }
             Ok((*v).clone())
         }
-        "AwsNeuronSoftmax" => softmax::forward(ins, ops),
-        "AwsNeuronSoftmaxBackward" => softmax::backward(ins, ops),
+        neuron::SOFTMAX => softmax::forward(ins, ops),
+        neuron::SOFTMAX_BACKWARD => softmax::backward(ins, ops),
+        neuron::RMS_NORM => rms_norm::rms_norm(ins, ops),
         _ => err(format!("unsupported custom-call target '{target}'")),
     }
 }
@@ -272,10 +280,10 @@ mod tests {
                     custom_call_target=\"AwsNeuronTransferWithStaticRing\"\n}\n";
         let e = run(text, vec![Value::array(f32s(vec![1.0, 2.0]))]).unwrap_err();
         assert!(e.message.contains("operand 0 is f32[2]"), "{}", e.message);
-        let e = one("AwsNeuronRmsNorm", "f32", "", f32s(vec![1.0])).unwrap_err();
+        let e = one("AwsNeuronTopK", "f32", "", f32s(vec![1.0])).unwrap_err();
         assert!(
             e.message
-                .contains("unsupported custom-call target 'AwsNeuronRmsNorm'"),
+                .contains("unsupported custom-call target 'AwsNeuronTopK'"),
             "{}",
             e.message
         );

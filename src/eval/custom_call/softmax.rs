@@ -1,40 +1,39 @@
 //! `AwsNeuronSoftmax` and `AwsNeuronSoftmaxBackward`.
 //!
-//! The axis is the backend_config, a decimal string (`backend_config="3"`). Both are computed
+//! The axis is the backend_config, a decimal string (`backend_config="3"`; the convention and
+//! its errors are [`super::dimension`]'s, shared with `AwsNeuronRmsNorm`). Both are computed
 //! in f64 from the operands' exact values and rounded once to the result type:
 //! - softmax: `exp(x − max) / Σ exp(x − max)` along the axis (the max shift keeps it finite;
 //!   a NaN or +∞ in a row makes the whole row NaN, as the formula does);
 //! - softmax backward, operands (grad, y) with y the softmax output:
 //!   `y · (grad − Σ_axis grad·y)`.
 
-use super::{float_operand, float_result, result_array};
-use crate::eval::{err, EvalError, KResult, Value};
-use crate::hlo::{BackendConfig, Instruction};
-use rayon::prelude::*;
-
-/// Rows are processed in parallel when the tensor has at least this many elements.
-const PARALLEL_THRESHOLD: usize = 1 << 16;
+use super::dimension::Along;
+use super::{float_operand, float_result};
+use crate::eval::{KResult, Value};
+use crate::hlo::Instruction;
+use crate::neuron::{SOFTMAX, SOFTMAX_BACKWARD};
 
 /// `AwsNeuronSoftmax(x)` along the backend_config axis.
 pub fn forward(ins: &Instruction, ops: &[&Value]) -> KResult {
-    let target = "AwsNeuronSoftmax";
-    let g = Geometry::of(ins, target)?;
+    let target = SOFTMAX;
+    let g = Along::of(ins, target)?;
     let mut x = float_operand(ins, ops, 0, target)?;
     g.for_each_slab(&mut x, &[], |slab, _, g| {
         for i in 0..g.inner {
             let at = |a: usize| a * g.inner + i;
-            let m = (0..g.axis)
+            let m = (0..g.size)
                 .map(|a| slab[at(a)])
                 .fold(f64::NEG_INFINITY, f64::max);
             let mut sum = 0.0;
-            for a in 0..g.axis {
+            for a in 0..g.size {
                 let e = (slab[at(a)] - m).exp();
                 slab[at(a)] = e;
                 sum += e;
             }
             // A row containing NaN or +∞ gives NaN throughout (f64::max skips NaN, so
             // propagate it explicitly through the sum).
-            for a in 0..g.axis {
+            for a in 0..g.size {
                 slab[at(a)] /= sum;
             }
         }
@@ -44,80 +43,20 @@ pub fn forward(ins: &Instruction, ops: &[&Value]) -> KResult {
 
 /// `AwsNeuronSoftmaxBackward(grad, y)` = y·(grad − Σ_axis grad·y).
 pub fn backward(ins: &Instruction, ops: &[&Value]) -> KResult {
-    let target = "AwsNeuronSoftmaxBackward";
-    let g = Geometry::of(ins, target)?;
+    let target = SOFTMAX_BACKWARD;
+    let g = Along::of(ins, target)?;
     let mut grad = float_operand(ins, ops, 0, target)?;
     let y = float_operand(ins, ops, 1, target)?;
     g.for_each_slab(&mut grad, &y, |slab, ys, g| {
         for i in 0..g.inner {
             let at = |a: usize| a * g.inner + i;
-            let dot: f64 = (0..g.axis).map(|a| slab[at(a)] * ys[at(a)]).sum();
-            for a in 0..g.axis {
+            let dot: f64 = (0..g.size).map(|a| slab[at(a)] * ys[at(a)]).sum();
+            for a in 0..g.size {
                 slab[at(a)] = ys[at(a)] * (slab[at(a)] - dot);
             }
         }
     });
     float_result(ins, grad)
-}
-
-/// The result viewed as [outer, axis, inner] around the softmax axis.
-#[derive(Clone, Copy)]
-struct Geometry {
-    axis: usize,
-    inner: usize,
-}
-
-impl Geometry {
-    fn of(ins: &Instruction, target: &str) -> Result<Geometry, EvalError> {
-        let shape = result_array(ins)?;
-        let text = match &ins.attrs.backend_config {
-            Some(BackendConfig::Str(s)) | Some(BackendConfig::Raw(s)) => s.trim(),
-            None => return err(format!("{target} needs the axis as backend_config")),
-        };
-        let axis: usize = text.parse().map_err(|_| {
-            EvalError::new(format!(
-                "{target}: backend_config '{text}' is not an axis number"
-            ))
-        })?;
-        if axis >= shape.rank() {
-            return err(format!("{target}: axis {axis} is out of range for {shape}"));
-        }
-        let d = |r: &[i64]| r.iter().map(|&x| x.max(0) as usize).product::<usize>();
-        Ok(Geometry {
-            axis: shape.dims[axis].max(0) as usize,
-            inner: d(&shape.dims[axis + 1..]),
-        })
-    }
-
-    /// Runs `f(slab, other_slab, geometry)` over every [axis, inner] slab of `data` (and the
-    /// matching slab of `other`, when given), in parallel for large tensors.
-    fn for_each_slab(
-        self,
-        data: &mut [f64],
-        other: &[f64],
-        f: impl Fn(&mut [f64], &[f64], Geometry) + Sync,
-    ) {
-        let len = self.axis * self.inner;
-        if len == 0 {
-            return;
-        }
-        let other_slab = |o: usize| {
-            if other.is_empty() {
-                &other[0..0]
-            } else {
-                &other[o * len..(o + 1) * len]
-            }
-        };
-        if data.len() >= PARALLEL_THRESHOLD {
-            data.par_chunks_mut(len)
-                .enumerate()
-                .for_each(|(o, s)| f(s, other_slab(o), self));
-        } else {
-            data.chunks_mut(len)
-                .enumerate()
-                .for_each(|(o, s)| f(s, other_slab(o), self));
-        }
-    }
 }
 
 #[cfg(test)]
@@ -196,6 +135,46 @@ mod tests {
     }
 
     #[test]
+    fn softmax_reads_the_llama2_corpus_spelling() {
+        // The llama2 corpus module (kahfizulkifli__llama2__llama2_dp=1_tp=1_pp=1) spells its
+        // softmax pair like this, on f32[1024,32,4096,4096] with backend_config="3" (the last
+        // dimension); here the same lines verbatim but for the shape, f32[1,2,1,2].
+        let text = r#"HloModule m
+ENTRY %e {
+  %convert.230 = f32[1,2,1,2]{3,2,1,0} parameter(0)
+  %reshape.2822 = f32[1,2,1,2]{3,2,1,0} parameter(1)
+  %custom-call.16 = f32[1,2,1,2]{3,2,1,0} custom-call(f32[1,2,1,2]{3,2,1,0} %convert.230), custom_call_target="AwsNeuronSoftmax", api_version=API_VERSION_UNSPECIFIED, metadata={op_type="xla___op_SoftmaxForwardImpl" op_name="xla___op_SoftmaxForwardImpl" source_file="/home/ubuntu/kahfi/xla_modified/pytorch/xla/torch_xla/core/xla_op_registry.py" source_line=44}, backend_config="3"
+  %custom-call.17 = f32[1,2,1,2]{3,2,1,0} custom-call(f32[1,2,1,2]{3,2,1,0} %reshape.2822, f32[1,2,1,2]{3,2,1,0} %custom-call.16), custom_call_target="AwsNeuronSoftmaxBackward", api_version=API_VERSION_UNSPECIFIED, metadata={op_type="xla___op_SoftmaxBackwardImpl" op_name="xla___op_SoftmaxBackwardImpl" source_file="/home/ubuntu/kahfi/xla_modified/pytorch/xla/torch_xla/core/xla_op_registry.py" source_line=44}, backend_config="3"
+  ROOT %t = (f32[1,2,1,2]{3,2,1,0}, f32[1,2,1,2]{3,2,1,0}) tuple(%custom-call.16, %custom-call.17)
+}
+"#;
+        // Along dimension 3 (pairs): x rows (0, ln 3) → (1/4, 3/4); (5, 5) → (1/2, 1/2).
+        // Backward with grad rows (1, 0) and (2, 6): Σ grad·y = 1/4 → y·(grad − 1/4) =
+        // (3/16, −3/16); Σ = 4 → (−1, 1). Over any other dimension the values would differ.
+        let x = vec![0.0, 3f64.ln() as f32, 5.0, 5.0];
+        let got = super::super::tests::run(
+            text,
+            vec![
+                f32s(vec![1, 2, 1, 2], x),
+                f32s(vec![1, 2, 1, 2], vec![1.0, 0.0, 2.0, 6.0]),
+            ],
+        )
+        .unwrap();
+        let Value::Tuple(parts) = got else {
+            panic!("tuple expected")
+        };
+        let y = out(&parts[0]);
+        // ln 3 rounded to f32 moves the weights by < 1e-7.
+        for (g, w) in y.iter().zip([0.25, 0.75, 0.5, 0.5]) {
+            assert!((*g as f64 - w).abs() < 1e-7, "{y:?}");
+        }
+        let dy = out(&parts[1]);
+        for (g, w) in dy.iter().zip([0.1875, -0.1875, -1.0, 1.0]) {
+            assert!((*g as f64 - w).abs() < 1e-6, "{dy:?}");
+        }
+    }
+
+    #[test]
     fn softmax_errors_name_the_problem() {
         let text = |cfg: &str| {
             format!(
@@ -209,6 +188,10 @@ mod tests {
         let e = run(&text(", backend_config=\"2\""), x()).unwrap_err();
         assert!(e.message.contains("out of range"), "{}", e.message);
         let e = run(&text(", backend_config=\"last\""), x()).unwrap_err();
-        assert!(e.message.contains("not an axis"), "{}", e.message);
+        assert!(
+            e.message.contains("not a dimension number"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -35,7 +35,6 @@ use native::{with_native_data, with_nop, NOp, Native};
 use rayon::prelude::*;
 use scalar::{load, store, ScalarFn, Sv};
 
-
 /// Work (elements touched) above which kernels split across threads.
 pub(crate) const PARALLEL_WORK: usize = 1 << 16;
 
