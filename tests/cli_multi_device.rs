@@ -175,3 +175,25 @@ fn diff_passes_on_the_multi_replica_corpus() {
         assert_eq!(devices.len(), n, "{stem}");
     }
 }
+
+#[test]
+fn a_result_beyond_the_memory_budget_is_an_input_error() {
+    let d = scratch("budget");
+    // 2^40 f32 elements (4 TiB) cannot be allocated: the run stops before trying, naming
+    // the instruction and its shape, exit 2.
+    std::fs::write(
+        d.join("big.hlo"),
+        "HloModule big\nENTRY e {\n  ROOT i = f32[1099511627776] iota(), iota_dimension=0\n}\n",
+    )
+    .unwrap();
+    let o = hlosim(&["run", s(&d.join("big.hlo")), "--max-memory", "1G"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("memory budget exceeded") && err.contains("'i'") && err.contains("4.0 TiB") && err.contains("1.0 GiB"),
+        "{err}"
+    );
+    let o = hlosim(&["run", s(&d.join("big.hlo")), "--max-memory", "lots"]);
+    assert_eq!(o.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -183,7 +183,7 @@ fn a_group_naming_a_missing_device_is_an_error() {
         "HloModule m\n{REDUCERS}\nENTRY e {{\n  x = f32[2] parameter(0)\n  \
          ROOT r = f32[2] all-reduce(x), replica_groups={{{{0,1}},{{2,3}}}}, to_apply=add\n}}\n"
     );
-    let e = expect_error(&text, 2, &["names device 2", "2 devices", "--replicas to at least 4", "'r'"]);
+    let e = expect_error(&text, 2, &["names device 3", "2 devices", "--replicas to at least 4", "'r'"]);
     assert!(e.device.is_some());
     let text = "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  \
                 ROOT r = f32[2] collective-permute(x), source_target_pairs={{0,1},{1,2}}\n}\n";
@@ -252,4 +252,33 @@ fn an_error_on_one_device_stops_every_device() {
     );
     let e = expect_error(&text, 2, &["device 1", "'bad'", "NoSuchTarget"]);
     assert_eq!(e.device, Some(1));
+}
+
+#[test]
+fn devices_share_one_memory_budget() {
+    use hlosim::eval::memory::MemoryBudget;
+    use hlosim::eval::replicas::run_with_budget;
+    // Per device: the argument f32[256] (1 KiB), the broadcast f32[1024] (4 KiB) alive until
+    // the all-reduce, whose result is another 4 KiB: 9 KiB at the peak. A 16 KiB budget holds
+    // one device; four devices all hold argument and broadcast when they meet at the
+    // all-reduce (4 · 5 KiB = 20 KiB), so they cannot fit, whatever the interleaving.
+    let text = format!(
+        "HloModule m\n{REDUCERS}\nENTRY e {{\n  x = f32[256] parameter(0)\n  \
+         b = f32[4,256] broadcast(x), dimensions={{1}}\n  \
+         ROOT r = f32[4,256] all-reduce(b), replica_groups={{}}, to_apply=add\n}}\n"
+    );
+    let m = parse_module(&text).unwrap();
+    let go = |n: usize| {
+        run_with_budget(n, Arc::new(MemoryBudget::new(16 << 10)), |rep| {
+            let mut ev = Evaluator::new(&m);
+            ev.set_replica(rep);
+            ev.run(vec![f32s(vec![1.0; 256])])
+        })
+    };
+    let one = go(1).unwrap();
+    assert_eq!(f32_data(&one[0]), vec![1.0; 1024]);
+    let e = go(4).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("memory budget exceeded") && msg.contains("16.0 KiB"), "{msg}");
+    assert!(e.device.is_some(), "{msg}");
 }

@@ -50,6 +50,11 @@ pub struct Args {
     /// S + d·2^32 (device 0's are the single-device inputs of seed S).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub replicas: Option<u32>,
+    /// Memory for live values, shared by all devices of a run (e.g. 512M, 8G; default three
+    /// quarters of physical memory): an instruction whose result does not fit stops the run
+    /// with an error naming it.
+    #[arg(long, value_name = "BYTES", value_parser = hlosim::eval::memory::parse_bytes)]
+    pub max_memory: Option<u64>,
 }
 
 const AFTER_HELP: &str = "\
@@ -148,6 +153,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         inputs_description,
         machine: Some(machine),
         strict: a.strict,
+        max_memory: a.max_memory,
     };
     let report = diff::diff_module_on_devices(&module, &pipeline, args, config, &opts)
         .map_err(|e| format!("{}: {e}", a.module.display()))?;

@@ -10,7 +10,10 @@ use hlosim::device::{
     roster::{Chooser, Roster},
     DeviceConfig,
 };
-use hlosim::eval::{run_on_devices, EvalOptions, Evaluator, Value};
+use hlosim::eval::memory::MemoryBudget;
+use hlosim::eval::replicas::run_with_budget;
+use hlosim::eval::{EvalOptions, Evaluator, Replica, Value};
+use std::sync::Arc;
 use hlosim::io::npz::{
     read_args, read_device_args, write_device_outputs, write_outputs, ArgSource,
 };
@@ -49,6 +52,11 @@ pub struct Args {
     /// replica_groups or source_target_pairs names, else 1.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub replicas: Option<u32>,
+    /// Memory for live values, shared by all devices (e.g. 512M, 8G; default three quarters
+    /// of physical memory): an instruction whose result does not fit stops the run with an
+    /// error naming it (exit 2).
+    #[arg(long, value_name = "BYTES", value_parser = hlosim::eval::memory::parse_bytes)]
+    pub max_memory: Option<u64>,
     /// Execution semantics.
     #[arg(long, value_enum, default_value = "reference")]
     pub mode: Mode,
@@ -164,13 +172,22 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     };
     let args = read_args(&m, &src).map_err(|e| e.to_string())?;
     let values = args.into_iter().map(Value::array).collect();
+    let replica = Replica {
+        budget: budget(&a),
+        ..Replica::single()
+    };
     let result = match a.mode {
-        Mode::Reference => Evaluator::with_options(&m, eval_options(&a))
-            .run(values)
-            .map_err(|e| e.to_string())?,
+        Mode::Reference => {
+            let mut ev = Evaluator::with_options(&m, eval_options(&a));
+            ev.set_replica(replica);
+            ev.run(values).map_err(|e| e.to_string())?
+        }
         Mode::Device => {
-            let run =
-                execute_on_device(&m, values, device_config(&a)?).map_err(|e| e.to_string())?;
+            let config = DeviceConfig {
+                replica,
+                ..device_config(&a)?
+            };
+            let run = execute_on_device(&m, values, config).map_err(|e| e.to_string())?;
             report_device_run(&run, None);
             if a.json {
                 let doc = device_json(&run);
@@ -193,6 +210,14 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         None => print!("{}", summarize(&refs)),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The memory budget all devices share.
+fn budget(a: &Args) -> Arc<MemoryBudget> {
+    Arc::new(match a.max_memory {
+        Some(b) => MemoryBudget::new(b),
+        None => MemoryBudget::default(),
+    })
 }
 
 fn eval_options(a: &Args) -> EvalOptions {
@@ -273,7 +298,7 @@ fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<Exit
     let results: Vec<Value> = match a.mode {
         Mode::Reference => {
             let options = eval_options(a);
-            run_on_devices(devices, |rep| {
+            run_with_budget(devices, budget(a), |rep| {
                 let d = rep.device;
                 let mut ev = Evaluator::with_options(m, options);
                 ev.set_replica(rep);
@@ -283,7 +308,7 @@ fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<Exit
         }
         Mode::Device => {
             let config = device_config(a)?;
-            let runs = run_on_devices(devices, |rep| {
+            let runs = run_with_budget(devices, budget(a), |rep| {
                 let d = rep.device;
                 let config = DeviceConfig {
                     replica: rep,

@@ -27,7 +27,9 @@ pub use tolerance::{Tolerance, Tolerances};
 use crate::device::machine::Machine;
 use crate::device::schedule::profile_module_on;
 use crate::device::{execute_on_device_observed, DeviceConfig};
-use crate::eval::{run_on_devices, Evaluator, Value};
+use crate::eval::memory::MemoryBudget;
+use crate::eval::replicas::run_with_budget;
+use crate::eval::{Evaluator, Value};
 use crate::hlo::{InstrId, Module};
 use crate::passes::{PassError, PassManager};
 use std::cell::RefCell;
@@ -48,6 +50,9 @@ pub struct DiffOptions {
     /// Outputs must be within tolerance of the reference even when every difference is
     /// explained as amplification of in-tolerance device differences (see [`attribution`]).
     pub strict: bool,
+    /// Memory budget in bytes shared by every device of each run (None: the default, see
+    /// [`crate::eval::memory`]).
+    pub max_memory: Option<u64>,
 }
 
 impl Default for DiffOptions {
@@ -58,6 +63,7 @@ impl Default for DiffOptions {
             inputs_description: String::new(),
             machine: None,
             strict: false,
+            max_memory: None,
         }
     }
 }
@@ -196,7 +202,13 @@ pub fn diff_module_on_devices(
     let reference_args = slots(args);
 
     // The reference run, recording the values the device side compares with.
-    let reference: Vec<(Value, attribution::RefStore)> = run_on_devices(devices, |rep| {
+    let budget = || {
+        std::sync::Arc::new(match opts.max_memory {
+            Some(b) => MemoryBudget::new(b),
+            None => MemoryBudget::default(),
+        })
+    };
+    let reference: Vec<(Value, attribution::RefStore)> = run_with_budget(devices, budget(), |rep| {
         let d = rep.device;
         let store = Rc::new(RefCell::new(attribution::RefStore {
             values: vec![None; n],
@@ -233,7 +245,7 @@ pub fn diff_module_on_devices(
         .map(|_| Mutex::new(DeviceFindings::default()))
         .collect();
     let transformed = &transformed;
-    let run = run_on_devices(devices, |rep| {
+    let run = run_with_budget(devices, budget(), |rep| {
         let d = rep.device;
         let store = stores[d]
             .lock()

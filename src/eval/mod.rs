@@ -15,6 +15,7 @@ pub mod elementwise;
 pub mod excess_precision;
 pub mod fma;
 pub mod gather_scatter;
+pub mod memory;
 pub mod options;
 pub mod reduce;
 pub mod replicas;
@@ -291,7 +292,12 @@ impl<'m> Evaluator<'m> {
                 }
             }
         }
-        self.call(entry, args)
+        let arg_bytes: u64 = args.iter().map(memory::value_bytes).sum();
+        let budget = self.replica.budget.clone();
+        budget.reserve(arg_bytes, || "the arguments".to_string())?;
+        let r = self.call(entry, args);
+        budget.release(arg_bytes);
+        r
     }
 
     fn plan(&mut self, c: CompId) -> Result<Arc<Plan>, EvalError> {
@@ -385,6 +391,13 @@ impl<'m> Evaluator<'m> {
             }
         }
         let is_entry = c == module.entry;
+        // Bytes this frame holds against the memory budget, per instruction (returned when
+        // the value is dropped, and all of them when the frame ends, also on an error).
+        let budget = self.replica.budget.clone();
+        let mut held = Charges {
+            budget: &budget,
+            bytes: vec![0u64; comp.instructions.len()],
+        };
         for &id in &plan.order {
             let ins = comp.instr(id);
             let value = if ins.opcode == Opcode::Parameter {
@@ -406,6 +419,15 @@ impl<'m> Evaluator<'m> {
                 } else {
                     RootMode::Value
                 };
+                if memory::allocates(ins.opcode) {
+                    let bytes = memory::shape_bytes(&ins.shape);
+                    budget
+                        .reserve(bytes, || {
+                            format!("instruction '{}' ({} {})", ins.name, ins.opcode, ins.shape)
+                        })
+                        .map_err(|e| e.at(comp, ins))?;
+                    held.bytes[id.index()] = bytes;
+                }
                 let r = match (
                     self.hooks.intercept(module, c, id, &ops),
                     plan.widened[id.index()],
@@ -456,6 +478,7 @@ impl<'m> Evaluator<'m> {
                 *r -= 1;
                 if *r == 0 {
                     slots[o.index()] = None;
+                    budget.release(std::mem::take(&mut held.bytes[o.index()]));
                 }
             }
         }
@@ -491,6 +514,18 @@ impl<'m> Evaluator<'m> {
             }
             _ => None,
         }
+    }
+}
+
+/// Budget charges of one computation frame, returned when it ends however it ends.
+struct Charges<'b> {
+    budget: &'b memory::MemoryBudget,
+    bytes: Vec<u64>,
+}
+
+impl Drop for Charges<'_> {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes.iter().sum());
     }
 }
 

@@ -4,6 +4,7 @@
 //! first one, with the device that had it.
 
 use super::collectives::fabric::{Fabric, InProcessFabric};
+use super::memory::MemoryBudget;
 use super::EvalError;
 use std::sync::Arc;
 
@@ -16,6 +17,8 @@ pub struct Replica {
     pub count: usize,
     /// The rendezvous shared by all devices.
     pub fabric: Arc<dyn Fabric>,
+    /// The memory budget shared by all devices.
+    pub budget: Arc<MemoryBudget>,
 }
 
 impl Replica {
@@ -25,6 +28,7 @@ impl Replica {
             device: 0,
             count: 1,
             fabric: Arc::new(InProcessFabric::new(1)),
+            budget: Arc::new(MemoryBudget::default()),
         }
     }
 }
@@ -47,11 +51,24 @@ where
     T: Send,
     F: Fn(Replica) -> Result<T, EvalError> + Sync,
 {
+    run_with_budget(count, Arc::new(MemoryBudget::default()), work)
+}
+
+/// [`run_on_devices`] with every device's values counted against `budget`.
+pub fn run_with_budget<T, F>(
+    count: usize,
+    budget: Arc<MemoryBudget>,
+    work: F,
+) -> Result<Vec<T>, EvalError>
+where
+    T: Send,
+    F: Fn(Replica) -> Result<T, EvalError> + Sync,
+{
     if count == 0 {
         return Err(EvalError::new("a program needs at least one device"));
     }
     let fabric: Arc<dyn Fabric> = Arc::new(InProcessFabric::new(count));
-    run_on_fabric(count, fabric, work)
+    run_on(count, fabric, budget, work)
 }
 
 /// [`run_on_devices`] on a given fabric (tests use a short timeout).
@@ -64,11 +81,25 @@ where
     T: Send,
     F: Fn(Replica) -> Result<T, EvalError> + Sync,
 {
+    run_on(count, fabric, Arc::new(MemoryBudget::default()), work)
+}
+
+fn run_on<T, F>(
+    count: usize,
+    fabric: Arc<dyn Fabric>,
+    budget: Arc<MemoryBudget>,
+    work: F,
+) -> Result<Vec<T>, EvalError>
+where
+    T: Send,
+    F: Fn(Replica) -> Result<T, EvalError> + Sync,
+{
     let one = |device: usize| -> Option<T> {
         let replica = Replica {
             device,
             count,
             fabric: fabric.clone(),
+            budget: budget.clone(),
         };
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(replica))) {
             Ok(Ok(v)) => {

@@ -158,6 +158,13 @@ pub fn group_of(groups: &[Vec<u64>], device: usize, count: usize) -> Result<Vec<
     if groups.is_empty() || groups.iter().all(Vec::is_empty) {
         return Ok((0..count).collect());
     }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(&twice) = groups.iter().flatten().find(|&&id| !seen.insert(id)) {
+        return err(format!(
+            "device {twice} is in more than one place in the replica groups {}",
+            groups.iter().map(|g| show_group(g)).collect::<Vec<_>>().join(",")
+        ));
+    }
     let largest = groups.iter().flatten().copied().max().unwrap_or(0);
     if largest >= count as u64 {
         let g = groups
@@ -294,6 +301,8 @@ mod tests {
             "{}",
             e.message
         );
+        let e = group_of(&[vec![0, 1], vec![1]], 0, 2).unwrap_err();
+        assert!(e.message.contains("device 1 is in more than one place"), "{}", e.message);
         let e = group_of(&[vec![0]], 1, 2).unwrap_err();
         assert!(e.message.contains("device 1 is in none"), "{}", e.message);
     }

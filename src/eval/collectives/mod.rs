@@ -390,6 +390,15 @@ fn collective_permute(
         // With a channel id the pairs name partitions, and there is one (partition 0): each
         // device receives its own operand if {0,0} is a pair, zeros otherwise (XLA:CPU).
         let want = array_shape(result, ins)?;
+        if let Some(&(s, t)) = pairs.iter().find(|&&(s, t)| s.max(t) > 0) {
+            if s > 0 {
+                // XLA:CPU aborts on this; there is no partition to receive from.
+                return err(format!(
+                    "source_target_pairs {{{s},{t}}} with channel_id names partitions, and \
+                     the program has one (partition 0)"
+                ));
+            }
+        }
         let own = pairs.contains(&(0, 0));
         ev.collectives_run += 1;
         let v = if own {

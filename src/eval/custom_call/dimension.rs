@@ -101,3 +101,84 @@ impl Along {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::backend_config_dimension;
+    use crate::hlo::{parse_module, Module};
+    use crate::neuron::{RMS_NORM, SOFTMAX, SOFTMAX_BACKWARD};
+    use std::path::Path;
+
+    fn corpus(stem: &str) -> Module {
+        let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/real");
+        let dir = if here.exists() {
+            here
+        } else {
+            Path::new("/work/shared/corpus/real").to_path_buf()
+        };
+        let path = dir.join(format!("{stem}.hlo"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        parse_module(&text).unwrap()
+    }
+
+    /// A custom-call of interest: target, backend_config dimension, result dims, operand dims.
+    struct Use {
+        target: String,
+        dim: usize,
+        dims: Vec<i64>,
+        operands: Vec<Vec<i64>>,
+    }
+
+    /// Every custom-call with a target in `targets`, anywhere in the module.
+    fn uses(m: &Module, targets: &[&str]) -> Vec<Use> {
+        let mut out = Vec::new();
+        for c in &m.computations {
+            for ins in &c.instructions {
+                let Some(t) = ins.custom_call_target().filter(|t| targets.contains(t)) else {
+                    continue;
+                };
+                out.push(Use {
+                    target: t.to_string(),
+                    dim: backend_config_dimension(ins, t).unwrap(),
+                    dims: ins.shape.dims().to_vec(),
+                    operands: ins
+                        .operands
+                        .iter()
+                        .map(|&o| c.instr(o).shape.dims().to_vec())
+                        .collect(),
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn llama2_softmax_backend_config_is_the_last_dimension() {
+        // kahfizulkifli__llama2: 8 AwsNeuronSoftmax and 4 AwsNeuronSoftmaxBackward on
+        // f32[1024,32,4096,4096] (batch, heads, queries, keys), all backend_config="3": the
+        // decimal string names the key dimension, the one attention normalises over.
+        let m = corpus("kahfizulkifli__llama2__llama2_dp=1_tp=1_pp=1");
+        let found = uses(&m, &[SOFTMAX, SOFTMAX_BACKWARD]);
+        let count = |t: &str| found.iter().filter(|f| f.target == t).count();
+        assert_eq!((count(SOFTMAX), count(SOFTMAX_BACKWARD)), (8, 4));
+        for u in &found {
+            assert_eq!(u.dim, 3, "{}", u.target);
+            assert_eq!(u.dims, [1024, 32, 4096, 4096], "{}", u.target);
+        }
+    }
+
+    #[test]
+    fn llama_rms_norm_backend_config_names_the_weight_dimension() {
+        // wenboqian__llama_tp1_golden_result_0: 3 AwsNeuronRmsNorm(x f32[4096,1,4],
+        // weight f32[4096], eps f32[]) with backend_config="0": the hidden dimension, whose
+        // size is the weight's.
+        let m = corpus("wenboqian__llama_tp1_golden_result_0");
+        let found = uses(&m, &[RMS_NORM]);
+        assert_eq!(found.len(), 3);
+        for u in &found {
+            assert_eq!(u.dim, 0);
+            assert_eq!(u.dims, [4096, 1, 4]);
+            assert_eq!(u.operands, [vec![4096, 1, 4], vec![4096], vec![]]);
+        }
+    }
+}

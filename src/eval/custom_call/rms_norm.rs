@@ -217,12 +217,12 @@ mod tests {
         assert_eq!(
             out_f32(&got),
             vec![
-                8.485_281_374_238_570_f64 as f32,
+                8.485_281_374_238_57_f64 as f32,
                 10.0,
                 0.0,
                 0.565_685_424_949_238_f64 as f32,
                 0.5,
-                0.707_106_781_186_547_6_f64 as f32,
+                std::f64::consts::FRAC_1_SQRT_2 as f32,
             ]
         );
         // The same data transposed, normalised over the last dimension (1) of f32[3,2].
@@ -239,12 +239,12 @@ mod tests {
         assert_eq!(
             out_f32(&got),
             vec![
-                8.485_281_374_238_570_f64 as f32,
+                8.485_281_374_238_57_f64 as f32,
                 0.565_685_424_949_238_f64 as f32,
                 10.0,
                 0.5,
                 0.0,
-                0.707_106_781_186_547_6_f64 as f32,
+                std::f64::consts::FRAC_1_SQRT_2 as f32,
             ]
         );
     }
