@@ -67,19 +67,40 @@ fn run_reads_per_device_arguments_and_writes_per_device_outputs() {
     )
     .unwrap();
     // The groups name device 1, so 2 devices without --replicas.
-    let o = hlosim(&["run", s(&d.join("m.hlo")), "--args", s(&d.join("a.npz")), "-o", s(&d.join("o.npz"))]);
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--args",
+        s(&d.join("a.npz")),
+        "-o",
+        s(&d.join("o.npz")),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = read_npz(&d.join("o.npz")).unwrap();
-    let get = |k: &str| out.iter().find(|e| e.name == k).unwrap_or_else(|| panic!("{k}")).array.data.clone();
+    let get = |k: &str| {
+        out.iter()
+            .find(|e| e.name == k)
+            .unwrap_or_else(|| panic!("{k}"))
+            .array
+            .data
+            .clone()
+    };
     // x·w summed over both devices: [1·10 + 3·10, 2·100 + 4·100] = [40, 600] on each.
     for dev in 0..2 {
-        assert_eq!(get(&format!("d{dev}/out0")), ArrayData::F32(vec![40.0, 600.0]));
+        assert_eq!(
+            get(&format!("d{dev}/out0")),
+            ArrayData::F32(vec![40.0, 600.0])
+        );
         assert_eq!(get(&format!("d{dev}/out1")), ArrayData::U32(vec![dev]));
     }
     assert_eq!(out.len(), 4);
 
     // A missing per-device argument is an input error naming it.
-    write_npz(&d.join("b.npz"), &[("d0/arg0".into(), &x0), ("arg1".into(), &w)]).unwrap();
+    write_npz(
+        &d.join("b.npz"),
+        &[("d0/arg0".into(), &x0), ("arg1".into(), &w)],
+    )
+    .unwrap();
     let o = hlosim(&["run", s(&d.join("m.hlo")), "--args", s(&d.join("b.npz"))]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -88,7 +109,12 @@ fn run_reads_per_device_arguments_and_writes_per_device_outputs() {
     // A member for a device that does not exist is an error too.
     write_npz(
         &d.join("c.npz"),
-        &[("d0/arg0".into(), &x0), ("d1/arg0".into(), &x1), ("d2/arg0".into(), &x1), ("arg1".into(), &w)],
+        &[
+            ("d0/arg0".into(), &x0),
+            ("d1/arg0".into(), &x1),
+            ("d2/arg0".into(), &x1),
+            ("arg1".into(), &w),
+        ],
     )
     .unwrap();
     let o = hlosim(&["run", s(&d.join("m.hlo")), "--args", s(&d.join("c.npz"))]);
@@ -96,23 +122,59 @@ fn run_reads_per_device_arguments_and_writes_per_device_outputs() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("device 2"));
 
     // Arguments for 2 devices but --replicas 1: named, exit 2.
-    let o = hlosim(&["run", s(&d.join("m.hlo")), "--args", s(&d.join("a.npz")), "--replicas", "1"]);
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--args",
+        s(&d.join("a.npz")),
+        "--replicas",
+        "1",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("'d1/arg0' for device 1") && err.contains("runs on 1 device"), "{err}");
+    assert!(
+        err.contains("'d1/arg0' for device 1") && err.contains("runs on 1 device"),
+        "{err}"
+    );
 
     // Too few devices for the groups: a clear error naming the instruction, exit 2.
-    write_npz(&d.join("shared.npz"), &[("arg0".into(), &x0), ("arg1".into(), &w)]).unwrap();
-    let o = hlosim(&["run", s(&d.join("m.hlo")), "--args", s(&d.join("shared.npz")), "--replicas", "1"]);
+    write_npz(
+        &d.join("shared.npz"),
+        &[("arg0".into(), &x0), ("arg1".into(), &w)],
+    )
+    .unwrap();
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--args",
+        s(&d.join("shared.npz")),
+        "--replicas",
+        "1",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--replicas to at least 2") && err.contains("'s'"), "{err}");
+    assert!(
+        err.contains("--replicas to at least 2") && err.contains("'s'"),
+        "{err}"
+    );
 
     // The device model runs on both devices too.
-    let o = hlosim(&["run", s(&d.join("m.hlo")), "--args", s(&d.join("a.npz")), "--mode", "device", "--pipeline", "neuron"]);
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--args",
+        s(&d.join("a.npz")),
+        "--mode",
+        "device",
+        "--pipeline",
+        "neuron",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("device 0:") && text.contains("device 1:"), "{text}");
+    assert!(
+        text.contains("device 0:") && text.contains("device 1:"),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -132,7 +194,10 @@ fn profile_charges_collectives_by_the_ring_model() {
     // reported.
     let o = hlosim(&["profile", s(&d.join("m.hlo")), "--replicas", "4"]);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("4 devices") && text.contains("collectives: 4.000 us in 1 instruction"), "{text}");
+    assert!(
+        text.contains("4 devices") && text.contains("collectives: 4.000 us in 1 instruction"),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -190,7 +255,10 @@ fn a_result_beyond_the_memory_budget_is_an_input_error() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("memory budget exceeded") && err.contains("'i'") && err.contains("4.0 TiB") && err.contains("1.0 GiB"),
+        err.contains("memory budget exceeded")
+            && err.contains("'i'")
+            && err.contains("4.0 TiB")
+            && err.contains("1.0 GiB"),
         "{err}"
     );
     let o = hlosim(&["run", s(&d.join("big.hlo")), "--max-memory", "lots"]);

@@ -266,11 +266,10 @@ fn total_key(x: f32) -> i32 {
 fn totalorder_compare_is_the_first_divergence() {
     let m = load("tests/fixtures/diff/totalorder.hlo");
     let args = inputs(&m, 3, 0.5);
-    let (a, b) = match (args[0].as_array().unwrap(), args[1].as_array().unwrap()) {
-        (x, y) => match (&x.data, &y.data) {
-            (ArrayData::F32(a), ArrayData::F32(b)) => (a.clone(), b.clone()),
-            _ => panic!("f32 parameters"),
-        },
+    let (x, y) = (args[0].as_array().unwrap(), args[1].as_array().unwrap());
+    let (a, b) = match (&x.data, &y.data) {
+        (ArrayData::F32(a), ArrayData::F32(b)) => (a.clone(), b.clone()),
+        _ => panic!("f32 parameters"),
     };
     // Independent expectation: elements where TOTALORDER LT (bit order) and FLOAT LT disagree.
     // FLOAT compares flush subnormal operands to zero (XLA:CPU's denormals-are-zero mode).

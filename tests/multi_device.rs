@@ -137,18 +137,40 @@ fn device_count_comes_from_the_module() {
     let count = |body: &str| {
         let t = format!(
             "HloModule m{}\n{REDUCERS}\nENTRY e {{\n  x = f32[8] parameter(0)\n  {}\n}}\n",
-            if body.starts_with('!') { ", replica_count=6" } else { "" },
+            if body.starts_with('!') {
+                ", replica_count=6"
+            } else {
+                ""
+            },
             body.trim_start_matches('!')
         );
         default_device_count(&parse_module(&t).unwrap()).unwrap()
     };
     // The header wins; else 1 + the largest id named; `{}` names none.
-    assert_eq!(count("!ROOT r = f32[8] all-reduce(x), replica_groups={{0,1}}, to_apply=add"), 6);
-    assert_eq!(count("ROOT r = f32[8] all-reduce(x), replica_groups={{0,2},{1,3}}, to_apply=add"), 4);
-    assert_eq!(count("ROOT r = f32[8] all-reduce(x), replica_groups=[2,4]<=[8], to_apply=add"), 8);
-    assert_eq!(count("ROOT r = f32[8] all-reduce(x), replica_groups=[4,2]<=[2,4]T(1,0), to_apply=add"), 8);
-    assert_eq!(count("ROOT r = f32[8] collective-permute(x), source_target_pairs={{0,5},{5,0}}"), 6);
-    assert_eq!(count("ROOT r = f32[8] all-reduce(x), replica_groups={}, to_apply=add"), 1);
+    assert_eq!(
+        count("!ROOT r = f32[8] all-reduce(x), replica_groups={{0,1}}, to_apply=add"),
+        6
+    );
+    assert_eq!(
+        count("ROOT r = f32[8] all-reduce(x), replica_groups={{0,2},{1,3}}, to_apply=add"),
+        4
+    );
+    assert_eq!(
+        count("ROOT r = f32[8] all-reduce(x), replica_groups=[2,4]<=[8], to_apply=add"),
+        8
+    );
+    assert_eq!(
+        count("ROOT r = f32[8] all-reduce(x), replica_groups=[4,2]<=[2,4]T(1,0), to_apply=add"),
+        8
+    );
+    assert_eq!(
+        count("ROOT r = f32[8] collective-permute(x), source_target_pairs={{0,5},{5,0}}"),
+        6
+    );
+    assert_eq!(
+        count("ROOT r = f32[8] all-reduce(x), replica_groups={}, to_apply=add"),
+        1
+    );
     assert_eq!(count("ROOT r = f32[8] negate(x)"), 1);
 }
 
@@ -162,7 +184,11 @@ fn iota_groups_with_a_transpose_reduce_the_right_devices() {
     );
     let out = run(&text, 8, |d| vec![f32s(vec![(1u32 << d) as f32])]).unwrap();
     for (d, v) in out.iter().enumerate() {
-        assert_eq!(f32_data(v), vec![((1u32 << d) + (1u32 << (d ^ 4))) as f32], "device {d}");
+        assert_eq!(
+            f32_data(v),
+            vec![((1u32 << d) + (1u32 << (d ^ 4))) as f32],
+            "device {d}"
+        );
     }
 }
 
@@ -183,7 +209,16 @@ fn a_group_naming_a_missing_device_is_an_error() {
         "HloModule m\n{REDUCERS}\nENTRY e {{\n  x = f32[2] parameter(0)\n  \
          ROOT r = f32[2] all-reduce(x), replica_groups={{{{0,1}},{{2,3}}}}, to_apply=add\n}}\n"
     );
-    let e = expect_error(&text, 2, &["names device 3", "2 devices", "--replicas to at least 4", "'r'"]);
+    let e = expect_error(
+        &text,
+        2,
+        &[
+            "names device 3",
+            "2 devices",
+            "--replicas to at least 4",
+            "'r'",
+        ],
+    );
     assert!(e.device.is_some());
     let text = "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  \
                 ROOT r = f32[2] collective-permute(x), source_target_pairs={{0,1},{1,2}}\n}\n";
@@ -239,7 +274,11 @@ fn a_device_that_finishes_without_a_collective_stops_the_others() {
          p = pred[] compare(id, zero), direction=EQ\n  \
          ROOT c = f32[2] conditional(p, x, x), true_computation=on_true, false_computation=on_false\n}}\n"
     );
-    expect_error(&text, 2, &["device 1 finished without reaching collective 'a'"]);
+    expect_error(
+        &text,
+        2,
+        &["device 1 finished without reaching collective 'a'"],
+    );
 }
 
 #[test]
@@ -279,6 +318,9 @@ fn devices_share_one_memory_budget() {
     assert_eq!(f32_data(&one[0]), vec![1.0; 1024]);
     let e = go(4).unwrap_err();
     let msg = e.to_string();
-    assert!(msg.contains("memory budget exceeded") && msg.contains("16.0 KiB"), "{msg}");
+    assert!(
+        msg.contains("memory budget exceeded") && msg.contains("16.0 KiB"),
+        "{msg}"
+    );
     assert!(e.device.is_some(), "{msg}");
 }

@@ -13,13 +13,13 @@ use hlosim::device::{
 use hlosim::eval::memory::MemoryBudget;
 use hlosim::eval::replicas::run_with_budget;
 use hlosim::eval::{EvalOptions, Evaluator, Replica, Value};
-use std::sync::Arc;
 use hlosim::io::npz::{
     read_args, read_device_args, write_device_outputs, write_outputs, ArgSource,
 };
 use hlosim::io::summary::summarize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 /// Which semantics execute the module.

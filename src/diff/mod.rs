@@ -208,26 +208,29 @@ pub fn diff_module_on_devices(
             None => MemoryBudget::default(),
         })
     };
-    let reference: Vec<(Value, attribution::RefStore)> = run_with_budget(devices, budget(), |rep| {
-        let d = rep.device;
-        let store = Rc::new(RefCell::new(attribution::RefStore {
-            values: vec![None; n],
-            remaining: mapping.uses.clone(),
-            keep: mapping.keep.clone(),
-        }));
-        let hooks = attribution::RefObserver {
-            store: store.clone(),
-        };
-        let mut ev = Evaluator::with_hooks(original, Box::new(hooks));
-        ev.set_replica(rep);
-        let v = ev.run(take(&reference_args, d))?;
-        drop(ev);
-        let store = Rc::try_unwrap(store)
-            .map(RefCell::into_inner)
-            .map_err(|_| crate::eval::EvalError::new("internal: reference store still shared"))?;
-        Ok((v, store))
-    })
-    .map_err(DiffError::Reference)?;
+    let reference: Vec<(Value, attribution::RefStore)> =
+        run_with_budget(devices, budget(), |rep| {
+            let d = rep.device;
+            let store = Rc::new(RefCell::new(attribution::RefStore {
+                values: vec![None; n],
+                remaining: mapping.uses.clone(),
+                keep: mapping.keep.clone(),
+            }));
+            let hooks = attribution::RefObserver {
+                store: store.clone(),
+            };
+            let mut ev = Evaluator::with_hooks(original, Box::new(hooks));
+            ev.set_replica(rep);
+            let v = ev.run(take(&reference_args, d))?;
+            drop(ev);
+            let store = Rc::try_unwrap(store)
+                .map(RefCell::into_inner)
+                .map_err(|_| {
+                    crate::eval::EvalError::new("internal: reference store still shared")
+                })?;
+            Ok((v, store))
+        })
+        .map_err(DiffError::Reference)?;
     let (reference, stores): (Vec<Value>, Vec<attribution::RefStore>) =
         reference.into_iter().unzip();
     let stores: Vec<Mutex<Option<attribution::RefStore>>> =

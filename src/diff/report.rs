@@ -145,7 +145,11 @@ impl DiffReport {
             let _ = writeln!(
                 s,
                 "\n{}{:<5} {:<22} {:>10} {:>10} {:>7} {:>12} {:>6} {:>6} {:>8}  tolerance",
-                if multi { format!("{:<4} ", "dev") } else { String::new() },
+                if multi {
+                    format!("{:<4} ", "dev")
+                } else {
+                    String::new()
+                },
                 "out",
                 "shape",
                 "max abs",

@@ -126,7 +126,11 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         "M" | "MB" | "MIB" => 20,
         "G" | "GB" | "GIB" => 30,
         "T" | "TB" | "TIB" => 40,
-        other => return Err(format!("unknown unit '{other}' in '{text}' (use K, M, G or T)")),
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' in '{text}' (use K, M, G or T)"
+            ))
+        }
     };
     let x: f64 = num
         .parse()
@@ -143,8 +147,9 @@ pub fn shape_bytes(s: &Shape) -> u64 {
     s.leaves()
         .iter()
         .map(|a| {
-            a.checked_element_count()
-                .map_or(u64::MAX, |n| (n as u64).saturating_mul(a.ty.byte_size() as u64))
+            a.checked_element_count().map_or(u64::MAX, |n| {
+                (n as u64).saturating_mul(a.ty.byte_size() as u64)
+            })
         })
         .fold(0u64, u64::saturating_add)
 }

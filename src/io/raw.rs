@@ -64,7 +64,7 @@ pub fn from_bytes(ty: ElementType, bytes: &[u8], big_endian: bool) -> Result<Arr
     if ty == E::Token || size == 0 {
         return Err("a token has no array data".into());
     }
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return Err(format!(
             "{} bytes is not a whole number of {}-byte {} elements",
             bytes.len(),

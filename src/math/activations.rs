@@ -334,7 +334,8 @@ mod tests {
     fn backward_functions_keep_relative_precision_at_their_roots() {
         // mpmath (80 digits) at f64 inputs next to each root and just outside the Taylor
         // window (where the direct formula's cancellation costs at most ~3e-14).
-        let cases: [(fn(f64) -> f64, f64, f64, f64); 6] = [
+        type Case = (fn(f64) -> f64, f64, f64, f64);
+        let cases: [Case; 6] = [
             (
                 gelu_backward,
                 -0.7517915236935645,

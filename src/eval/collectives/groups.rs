@@ -162,7 +162,11 @@ pub fn group_of(groups: &[Vec<u64>], device: usize, count: usize) -> Result<Vec<
     if let Some(&twice) = groups.iter().flatten().find(|&&id| !seen.insert(id)) {
         return err(format!(
             "device {twice} is in more than one place in the replica groups {}",
-            groups.iter().map(|g| show_group(g)).collect::<Vec<_>>().join(",")
+            groups
+                .iter()
+                .map(|g| show_group(g))
+                .collect::<Vec<_>>()
+                .join(",")
         ));
     }
     let largest = groups.iter().flatten().copied().max().unwrap_or(0);
@@ -302,7 +306,11 @@ mod tests {
             e.message
         );
         let e = group_of(&[vec![0, 1], vec![1]], 0, 2).unwrap_err();
-        assert!(e.message.contains("device 1 is in more than one place"), "{}", e.message);
+        assert!(
+            e.message.contains("device 1 is in more than one place"),
+            "{}",
+            e.message
+        );
         let e = group_of(&[vec![0]], 1, 2).unwrap_err();
         assert!(e.message.contains("device 1 is in none"), "{}", e.message);
     }

@@ -186,7 +186,7 @@ pub(crate) fn binary_data(
             .or_else(|| complex_zip(a, b, |x, y| x - y, |x, y| x - y))
             .or_else(|| int_zip!(a, b, nbits, |x, y, bits| x.wsub(y))),
         O::Multiply => float_zip(a, b, ty, |x, y| x * y, |x, y| x * y)
-            .or_else(|| complex_zip(a, b, |x, y| cmul_fma(x, y), |x, y| cmul_fma(x, y)))
+            .or_else(|| complex_zip(a, b, cmul_fma, cmul_fma))
             .or_else(|| int_zip!(a, b, nbits, |x, y, bits| x.wmul(y)))
             .or_else(|| pred_zip(a, b, |x, y| x & y)),
         O::Divide => float_zip(a, b, ty, |x, y| x / y, |x, y| x / y)

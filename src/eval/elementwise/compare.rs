@@ -121,7 +121,7 @@ pub fn compare(ins: &Instruction, ops: &[&Value]) -> KResult {
             cmp_keyed(p, q, dir, |v| total_order_key(v.to_bits() as u64, 16))
         }
         // FLOAT compares see subnormals as zero (XLA:CPU runs with DAZ).
-        (D::F32(p), D::F32(q)) => cmp_keyed_f(p, q, dir, |v| super::daz32(v)),
+        (D::F32(p), D::F32(q)) => cmp_keyed_f(p, q, dir, super::daz32),
         (D::F64(p), D::F64(q)) => cmp_keyed_f(p, q, dir, super::daz64),
         (D::BF16(p), D::BF16(q)) => cmp_keyed_f(p, q, dir, |v| super::daz32(v.to_f32())),
         (D::F16(p), D::F16(q)) => cmp(p, q, dir),

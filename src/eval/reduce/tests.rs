@@ -327,6 +327,8 @@ ENTRY e {
 }
 
 #[test]
+// The inputs are exact bf16 values, written in full so that they read as what XLA got.
+#[allow(clippy::excessive_precision)]
 fn short_bf16_rows_reduce_sequentially_like_xla() {
     // XLA:CPU (oracle) gives 7.15625 for this bf16 row of 20 (a sequential bf16 sum); the
     // exact sum is 7.0522 and a 10+10 split would give 7.0625.
