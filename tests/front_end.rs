@@ -59,7 +59,7 @@ fn check_against_xla_accepted(printed: &str, fixture: &Path) {
 #[test]
 fn every_real_corpus_module_round_trips_and_prints_text_xla_accepts() {
     let files = hlo_files(&corpus("real"));
-    assert_eq!(files.len(), 8);
+    assert_eq!(files.len(), 14);
     for f in files {
         let printed = round_trip(&f);
         let fixture = Path::new(ROOT)
