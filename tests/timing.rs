@@ -482,7 +482,7 @@ fn bert_trace_is_valid_chrome_json_with_the_invariants() {
             .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
             .map(|e| e["args"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["ACT", "DVE", "PE", "POOL", "DMA"]);
+        assert_eq!(names, ["ACT", "DVE", "PE", "POOL", "DMA", "CC"]);
         let xs: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
         assert_eq!(xs.len(), s.slices.len());
         // BERT has two AwsNeuronGelu and two AwsNeuronGeluBackward (counted in the file).
