@@ -229,8 +229,8 @@ fn eval_options(a: &Args) -> EvalOptions {
 
 /// Whether an `.npz` holds per-device members (`d0/arg0`, ...).
 fn per_device_layout(path: &Path) -> bool {
-    hlosim::io::npz::read_npz(path)
-        .map(|entries| entries.iter().any(|e| e.name.starts_with("d0/")))
+    hlosim::io::npz::member_names(path)
+        .map(|names| names.iter().any(|n| n.starts_with("d0/")))
         .unwrap_or(false)
 }
 

@@ -23,6 +23,12 @@ pub struct MemoryBudget {
 /// What is left of physical memory for hlosim's values by default: the machine's total
 /// memory minus a quarter (for the process itself, the OS and other programs).
 fn default_limit() -> u64 {
+    // Read once: every evaluator (replayers and tests make many) starts with this budget.
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(physical_limit)
+}
+
+fn physical_limit() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {

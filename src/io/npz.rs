@@ -16,16 +16,24 @@ pub struct NpzEntry {
     pub dtype: NpyDtype,
 }
 
-/// Reads every array of an `.npz` file, in archive order.
-pub fn read_npz(path: &Path) -> Result<Vec<NpzEntry>, IoError> {
+/// Opens an `.npz` (a zip archive) for reading.
+fn open_archive(
+    path: &Path,
+) -> Result<zip::ZipArchive<std::io::BufReader<std::fs::File>>, IoError> {
     let shown = path.display();
     let file =
         std::fs::File::open(path).map_err(|e| IoError::new(format!("cannot read {shown}: {e}")))?;
-    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| {
+    zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| {
         IoError::new(format!(
             "{shown} is not an .npz archive (not a readable zip file: {e})"
         ))
-    })?;
+    })
+}
+
+/// Reads every array of an `.npz` file, in archive order.
+pub fn read_npz(path: &Path) -> Result<Vec<NpzEntry>, IoError> {
+    let shown = path.display();
+    let mut zip = open_archive(path)?;
     let mut out = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {
         let mut member = zip
@@ -50,6 +58,15 @@ pub fn read_npz(path: &Path) -> Result<Vec<NpzEntry>, IoError> {
         });
     }
     Ok(out)
+}
+
+/// The array names of an `.npz` file (members without `.npy`), read from the zip directory
+/// alone, without decompressing any array.
+pub fn member_names(path: &Path) -> Result<Vec<String>, IoError> {
+    Ok(open_archive(path)?
+        .file_names()
+        .map(|n| n.strip_suffix(".npy").unwrap_or(n).to_string())
+        .collect())
 }
 
 /// Writes named arrays as an uncompressed `.npz` (what `np.savez` writes).

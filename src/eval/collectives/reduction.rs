@@ -23,23 +23,13 @@
 //! computation") is applied as written, `((x0 ⊕ x1) ⊕ x2) ⊕ ...` in rank order — the
 //! meaning HLO gives it.
 
+use super::super::reduce::native::NOp;
 use super::super::reduce::{map_arrays, to_apply};
 use super::super::{err, EvalError, Evaluator};
 use crate::hlo::{
     ArrayData, ArrayLiteral, ArrayShape, CompId, ElementType, Instruction, Module, Opcode,
 };
 use half::{bf16, f16};
-
-/// A reduction XLA:CPU's collectives implement natively.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Add,
-    Mul,
-    Max,
-    Min,
-    And,
-    Or,
-}
 
 /// Whether instruction `i` of `comp` is a scalar constant equal to `x`.
 fn is_constant(module: &Module, comp: CompId, i: crate::hlo::InstrId, x: f64) -> bool {
@@ -63,8 +53,9 @@ fn is_constant(module: &Module, comp: CompId, i: crate::hlo::InstrId, x: f64) ->
     }
 }
 
-/// The native reduction computation `c` amounts to for element type `ty`, if any.
-pub fn match_reducer(module: &Module, c: CompId, ty: ElementType) -> Option<Kind> {
+/// The native reduction computation `c` amounts to for element type `ty`, if any (XLA:CPU's
+/// collectives have no xor).
+pub(crate) fn match_reducer(module: &Module, c: CompId, ty: ElementType) -> Option<NOp> {
     let comp = module.comp(c);
     let params = comp.parameters();
     let [Some(p0), Some(p1)] = params[..] else {
@@ -97,16 +88,16 @@ pub fn match_reducer(module: &Module, c: CompId, ty: ElementType) -> Option<Kind
     }
     let pred = ty == ElementType::Pred;
     Some(match ins.opcode {
-        Opcode::Add if pred => Kind::Or,
-        Opcode::Multiply if pred => Kind::And,
-        Opcode::Maximum if pred => Kind::Or,
-        Opcode::Minimum if pred => Kind::And,
-        Opcode::And if pred => Kind::And,
-        Opcode::Or if pred => Kind::Or,
-        Opcode::Add => Kind::Add,
-        Opcode::Multiply => Kind::Mul,
-        Opcode::Maximum => Kind::Max,
-        Opcode::Minimum => Kind::Min,
+        Opcode::Add if pred => NOp::Or,
+        Opcode::Multiply if pred => NOp::And,
+        Opcode::Maximum if pred => NOp::Or,
+        Opcode::Minimum if pred => NOp::And,
+        Opcode::And if pred => NOp::And,
+        Opcode::Or if pred => NOp::Or,
+        Opcode::Add => NOp::Add,
+        Opcode::Multiply => NOp::Mul,
+        Opcode::Maximum => NOp::Max,
+        Opcode::Minimum => NOp::Min,
         _ => return None,
     })
 }
@@ -163,7 +154,7 @@ fn daz<T: FtzFloat>(x: T) -> T {
 }
 
 /// Folds `parts` (one slice per rank, equal lengths) with XLA:CPU's f32/f64 rules.
-fn fold_ftz<T: FtzFloat>(kind: Kind, parts: &[&[T]]) -> Result<Vec<T>, EvalError> {
+fn fold_ftz<T: FtzFloat>(kind: NOp, parts: &[&[T]]) -> Result<Vec<T>, EvalError> {
     let n = parts[0].len();
     let arith = |f: fn(T, T) -> T, identity: T| {
         let mut acc = vec![identity; n];
@@ -199,11 +190,13 @@ fn fold_ftz<T: FtzFloat>(kind: Kind, parts: &[&[T]]) -> Result<Vec<T>, EvalError
         acc
     };
     Ok(match kind {
-        Kind::Add => arith(|a, b| a + b, T::ZERO),
-        Kind::Mul => arith(|a, b| a * b, T::ONE),
-        Kind::Max => pick(|x, a| x > a, T::NEG_INF),
-        Kind::Min => pick(|x, a| x < a, T::INF),
-        Kind::And | Kind::Or => return err("and/or reducers need integer or pred operands"),
+        NOp::Add => arith(|a, b| a + b, T::ZERO),
+        NOp::Mul => arith(|a, b| a * b, T::ONE),
+        NOp::Max => pick(|x, a| x > a, T::NEG_INF),
+        NOp::Min => pick(|x, a| x < a, T::INF),
+        NOp::And | NOp::Or | NOp::Xor => {
+            return err("bitwise reducers need integer or pred operands")
+        }
     })
 }
 
@@ -227,7 +220,7 @@ pub fn canonicalize_bf16_nans(a: &mut ArrayLiteral) {
 }
 
 /// f16's fold: rounded every step, nothing flushed, the first NaN wins (0x7e00 | sign).
-fn fold_f16(kind: Kind, parts: &[&[f16]]) -> Result<Vec<f16>, EvalError> {
+fn fold_f16(kind: NOp, parts: &[&[f16]]) -> Result<Vec<f16>, EvalError> {
     let n = parts[0].len();
     let canonical = |x: f16| f16::from_bits(0x7e00 | (x.to_bits() & 0x8000));
     let arith = |f: fn(f32, f32) -> f32, identity: f16| {
@@ -262,11 +255,13 @@ fn fold_f16(kind: Kind, parts: &[&[f16]]) -> Result<Vec<f16>, EvalError> {
         acc
     };
     Ok(match kind {
-        Kind::Add => arith(|a, b| a + b, f16::ZERO),
-        Kind::Mul => arith(|a, b| a * b, f16::ONE),
-        Kind::Max => pick(|x, a| x > a, f16::NEG_INFINITY),
-        Kind::Min => pick(|x, a| x < a, f16::INFINITY),
-        Kind::And | Kind::Or => return err("and/or reducers need integer or pred operands"),
+        NOp::Add => arith(|a, b| a + b, f16::ZERO),
+        NOp::Mul => arith(|a, b| a * b, f16::ONE),
+        NOp::Max => pick(|x, a| x > a, f16::NEG_INFINITY),
+        NOp::Min => pick(|x, a| x < a, f16::INFINITY),
+        NOp::And | NOp::Or | NOp::Xor => {
+            return err("bitwise reducers need integer or pred operands")
+        }
     })
 }
 
@@ -275,12 +270,13 @@ macro_rules! fold_ints {
         let parts: &[&[$t]] = $parts;
         let n = parts[0].len();
         let (identity, f): ($t, fn($t, $t) -> $t) = match $kind {
-            Kind::Add => (0, <$t>::wrapping_add),
-            Kind::Mul => (1, <$t>::wrapping_mul),
-            Kind::Max => (<$t>::MIN, <$t>::max),
-            Kind::Min => (<$t>::MAX, <$t>::min),
-            Kind::And => (!0, |a, b| a & b),
-            Kind::Or => (0, |a, b| a | b),
+            NOp::Add => (0, <$t>::wrapping_add),
+            NOp::Mul => (1, <$t>::wrapping_mul),
+            NOp::Max => (<$t>::MIN, <$t>::max),
+            NOp::Min => (<$t>::MAX, <$t>::min),
+            NOp::And => (!0, |a, b| a & b),
+            NOp::Or => (0, |a, b| a | b),
+            NOp::Xor => (0, |a, b| a ^ b),
         };
         let mut acc = vec![identity; n];
         for p in parts {
@@ -382,7 +378,7 @@ pub fn combine(
             bool,
             |p: &[&[bool]]| -> Result<Vec<bool>, EvalError> {
                 let n = p[0].len();
-                let or = matches!(kind, Kind::Or | Kind::Add | Kind::Max);
+                let or = matches!(kind, NOp::Or | NOp::Add | NOp::Max);
                 let mut acc = vec![!or; n];
                 for s in p {
                     for (a, &x) in acc.iter_mut().zip(*s) {

@@ -145,6 +145,14 @@ mod tests {
     use crate::hlo::{parse_module, ArrayData, ArrayShape, ElementType};
     use half::bf16;
 
+    /// An f32 array value of the given dimensions (shared by the intrinsics' tests).
+    pub(crate) fn f32_array(dims: Vec<i64>, v: Vec<f32>) -> Value {
+        Value::array(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::F32, dims),
+            data: ArrayData::F32(v),
+        })
+    }
+
     pub(crate) fn run(text: &str, args: Vec<Value>) -> KResult {
         let m = parse_module(text).expect("test module parses");
         let r = Evaluator::new(&m).run(args);

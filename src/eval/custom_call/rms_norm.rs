@@ -109,17 +109,10 @@ fn eps(v: &Value, target: &str) -> Result<f64, EvalError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::run;
+    use super::super::tests::{f32_array as f32s, run};
     use crate::eval::{KResult, Value};
     use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
     use half::bf16;
-
-    fn f32s(dims: Vec<i64>, v: Vec<f32>) -> Value {
-        Value::array(ArrayLiteral {
-            shape: ArrayShape::new(ElementType::F32, dims),
-            data: ArrayData::F32(v),
-        })
-    }
 
     fn bf16s(dims: Vec<i64>, v: Vec<f32>) -> Value {
         Value::array(ArrayLiteral {

@@ -61,16 +61,9 @@ pub fn backward(ins: &Instruction, ops: &[&Value]) -> KResult {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::run;
+    use super::super::tests::{f32_array as f32s, run};
     use crate::eval::Value;
-    use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
-
-    fn f32s(dims: Vec<i64>, v: Vec<f32>) -> Value {
-        Value::array(ArrayLiteral {
-            shape: ArrayShape::new(ElementType::F32, dims),
-            data: ArrayData::F32(v),
-        })
-    }
+    use crate::hlo::ArrayData;
 
     fn out(v: &Value) -> Vec<f32> {
         match &v.as_array().unwrap().data {
