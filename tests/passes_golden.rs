@@ -175,7 +175,7 @@ fn provenance_of_inlined_and_rewritten_instructions() {
     for n in ["custom-call.0", "constant.0"] {
         let o = &p[&main(n)];
         assert_eq!(o.instr, InstrRef::new("callee", "g"), "{n}");
-        assert_eq!(o.inlined_through, vec![main("call")], "{n}");
+        assert_eq!(o.inlined_through.to_vec(), vec![main("call")], "{n}");
     }
     // Untouched instructions are their own origin.
     assert_eq!(p[&main("w")].instr, main("w"));
@@ -196,15 +196,18 @@ fn provenance_of_nested_inlining_lists_calls_outermost_first() {
         .run(&mut m)
         .unwrap();
     let p = out.provenance.resolve(&m);
-    let o = &p[&InstrRef::new("main", "in.neg.2")];
+    let o = &p[&InstrRef::new("main", "in.neg.1")];
     assert_eq!(o.instr, InstrRef::new("inner", "in.neg"));
     assert_eq!(
-        o.inlined_through,
+        o.inlined_through.to_vec(),
         vec![InstrRef::new("main", "c2"), InstrRef::new("outer", "oc")]
     );
     let o = &p[&InstrRef::new("main", "osum.0")];
     assert_eq!(o.instr, InstrRef::new("outer", "osum"));
-    assert_eq!(o.inlined_through, vec![InstrRef::new("main", "c1")]);
+    assert_eq!(
+        o.inlined_through.to_vec(),
+        vec![InstrRef::new("main", "c1")]
+    );
 }
 
 /// Runs one legalize pass (correct or mutated) on a small module and returns the printed

@@ -337,6 +337,21 @@ pub struct CostModel<'a> {
     pub machine: &'a Machine,
     pub module: &'a Module,
     pub replicas: usize,
+    /// Per called computation, its instructions' summed time per engine (computed once: a
+    /// computation called from many places, or from a deep chain of calls, is costed once).
+    bodies: std::cell::RefCell<std::collections::HashMap<CompId, [f64; 5]>>,
+}
+
+impl<'a> CostModel<'a> {
+    /// The cost model of `module` on `machine`, run on `replicas` devices.
+    pub fn new(machine: &'a Machine, module: &'a Module, replicas: usize) -> CostModel<'a> {
+        CostModel {
+            machine,
+            module,
+            replicas,
+            bodies: Default::default(),
+        }
+    }
 }
 
 /// The ring-algorithm traffic of a collective over a group of `n` devices moving `bytes`
@@ -465,15 +480,6 @@ impl<'a> CostModel<'a> {
 
     /// The cost of instruction `ins` of computation `comp`; None when it is free.
     pub fn cost(&self, comp: &Computation, ins: &Instruction) -> Result<Option<Cost>, CostError> {
-        self.cost_at_depth(comp, ins, 0)
-    }
-
-    fn cost_at_depth(
-        &self,
-        comp: &Computation,
-        ins: &Instruction,
-        depth: usize,
-    ) -> Result<Option<Cost>, CostError> {
         let ty = data_type(comp, ins);
         let result_elems = leaf_elements(&ins.shape);
         let operand_elems = |i: usize| -> u64 {
@@ -489,7 +495,7 @@ impl<'a> CostModel<'a> {
             .unwrap_or(0);
         match placement(ins) {
             Placement::Free => Ok(None),
-            Placement::Calls => self.call_cost(comp, ins, depth).map(Some),
+            Placement::Calls => self.call_cost(comp, ins).map(Some),
             Placement::On(Engine::Dma) => {
                 let bytes = match ins.opcode {
                     Opcode::DynamicUpdateSlice => ins
@@ -641,39 +647,53 @@ impl<'a> CostModel<'a> {
         })
     }
 
-    /// A call-like instruction: the summed cost of its callee(s), on the dominant engine.
-    fn call_cost(
+    /// The summed time per engine of computation `c`'s instructions. Every computation `c`
+    /// reaches is costed in call-graph post order (callees first) and remembered, so nothing
+    /// recurses: a 100,000-deep chain of calls is costed in linear time and constant stack.
+    fn body_cost(
         &self,
         comp: &Computation,
         ins: &Instruction,
-        depth: usize,
-    ) -> Result<Cost, CostError> {
-        if depth > 64 {
-            return Err(self.err(comp, ins, "calls nested more than 64 deep"));
+        c: CompId,
+    ) -> Result<[f64; 5], CostError> {
+        if c.index() >= self.module.computations.len() {
+            return Err(self.err(comp, ins, "calls a computation that does not exist"));
         }
-        let mut per_engine = [0f64; 5];
-        let add = |c: CompId, scale: &mut [f64; 5]| -> Result<(), CostError> {
-            let callee =
-                self.module.computations.get(c.index()).ok_or_else(|| {
-                    self.err(comp, ins, "calls a computation that does not exist")
-                })?;
+        if let Some(t) = self.bodies.borrow().get(&c) {
+            return Ok(*t);
+        }
+        for k in self.module.computation_post_order_from(c) {
+            if self.bodies.borrow().contains_key(&k) {
+                continue;
+            }
+            // A placeholder while `k` is costed: a recursive call graph (which the parser
+            // cannot produce) then ends instead of looping.
+            self.bodies.borrow_mut().insert(k, [0f64; 5]);
+            let callee = self.module.comp(k);
+            let mut total = [0f64; 5];
             // A callee's parameters are the caller's operands, already on chip: not DMAs.
             for i in callee
                 .instructions
                 .iter()
                 .filter(|i| i.opcode != Opcode::Parameter)
             {
-                if let Some(c) = self.cost_at_depth(callee, i, depth + 1)? {
-                    scale[c.engine.index()] += c.ns;
+                // Call-like instructions here find their callees already costed.
+                if let Some(cost) = self.cost(callee, i)? {
+                    total[cost.engine.index()] += cost.ns;
                 }
             }
-            Ok(())
-        };
+            self.bodies.borrow_mut().insert(k, total);
+        }
+        Ok(self.bodies.borrow().get(&c).copied().unwrap_or_default())
+    }
+
+    /// A call-like instruction: the summed cost of its callee(s), on the dominant engine.
+    fn call_cost(&self, comp: &Computation, ins: &Instruction) -> Result<Cost, CostError> {
+        let mut per_engine = [0f64; 5];
         if ins.opcode == Opcode::Conditional {
             let mut best = [0f64; 5];
             for c in ins.called_computations() {
-                let mut branch = [0f64; 5];
-                add(c, &mut branch)?;
+                let branch = self.body_cost(comp, ins, c)?;
                 if branch.iter().sum::<f64>() > best.iter().sum::<f64>() {
                     best = branch;
                 }
@@ -681,7 +701,10 @@ impl<'a> CostModel<'a> {
             per_engine = best;
         } else {
             for c in ins.called_computations() {
-                add(c, &mut per_engine)?;
+                let body = self.body_cost(comp, ins, c)?;
+                for (e, b) in per_engine.iter_mut().zip(body) {
+                    *e += b;
+                }
             }
         }
         let total: f64 = per_engine.iter().sum();
@@ -717,11 +740,7 @@ mod tests {
     fn costs(text: &str) -> Vec<(String, Option<Cost>)> {
         let m = parse_module(text).unwrap();
         let machine = Machine::builtin("trn1").unwrap();
-        let model = CostModel {
-            machine: &machine,
-            module: &m,
-            replicas: 1,
-        };
+        let model = CostModel::new(&machine, &m, 1);
         let e = m.entry_computation();
         e.instructions
             .iter()

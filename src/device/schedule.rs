@@ -177,11 +177,7 @@ pub fn schedule_on(
     let order = entry
         .post_order()
         .ok_or_else(|| TimingError::NotAcyclic(entry.name.clone()))?;
-    let model = CostModel {
-        machine,
-        module,
-        replicas,
-    };
+    let model = CostModel::new(machine, module, replicas);
 
     // The table plan over the activations in post order.
     let activations: Vec<InstrId> = order

@@ -23,7 +23,7 @@
 use super::metrics::{self, compare_arrays, Metrics};
 use super::tolerance::Tolerances;
 use crate::eval::{dispatch, Evaluator, Hooks, Value};
-use crate::hlo::{CompId, Computation, InstrId, Instruction, Module, Opcode};
+use crate::hlo::{CompId, Computation, InstrId, Instruction, Module, NameIndex, Opcode};
 use crate::neuron;
 use crate::passes::Provenance;
 use serde::Serialize;
@@ -130,6 +130,7 @@ pub fn build_mapping(original: &Module, transformed: &Module, prov: &Provenance)
     for (i, id) in oc.post_order().unwrap_or_default().into_iter().enumerate() {
         position[id.index()] = i;
     }
+    let names = NameIndex::new(original);
     for (ti, ins) in tc.instructions.iter().enumerate() {
         if ins.opcode == Opcode::Parameter {
             continue;
@@ -137,17 +138,21 @@ pub fn build_mapping(original: &Module, transformed: &Module, prov: &Provenance)
         let o = prov.origin(&tc.name, &ins.name);
         let name = if o.instr.computation == oc.name && o.inlined_through.is_empty() {
             Some(o.instr.instruction.clone())
-        } else if o.inlined_through.len() == 1 && o.inlined_through[0].computation == oc.name {
+        } else if o.inlined_through.len() == 1
+            && o.inlined_through.outermost().map(|r| &r.computation) == Some(&oc.name)
+        {
             // A callee's root inlined through an entry `call` carries the call's value.
-            let callee_root = original
-                .find_computation(&o.instr.computation)
+            let callee_root = names
+                .computation(&o.instr.computation)
                 .map(|c| original.comp(c).root_instr().name == o.instr.instruction)
                 .unwrap_or(false);
-            callee_root.then(|| o.inlined_through[0].instruction.clone())
+            callee_root
+                .then(|| o.inlined_through.outermost().map(|r| r.instruction.clone()))
+                .flatten()
         } else {
             None
         };
-        let Some(oid) = name.and_then(|n| oc.find(&n)) else {
+        let Some(oid) = name.and_then(|n| names.instruction(original.entry, &n)) else {
             continue;
         };
         let oins = oc.instr(oid);

@@ -16,7 +16,7 @@
 //!   element type) and the direction of the compare it came from.
 
 use crate::hlo::{
-    ArrayData, ComparisonType, Computation, ElementType, Instruction, Module, Opcode,
+    ArrayData, ComparisonType, Computation, ElementType, Instruction, Module, NameIndex, Opcode,
 };
 use crate::neuron;
 use crate::passes::Provenance;
@@ -81,12 +81,10 @@ pub fn check(
     let orig_entry = original.entry_computation();
     let intrinsics = passes_run.contains(&"legalize-intrinsics");
     let compare = passes_run.contains(&"legalize-compare");
+    let names = NameIndex::new(original);
     for ins in &comp.instructions {
         let origin = prov.origin(&comp.name, &ins.name);
-        let orig_ins = original
-            .find_computation(&origin.instr.computation)
-            .map(|c| original.comp(c))
-            .and_then(|c| c.find(&origin.instr.instruction).map(|i| c.instr(i)));
+        let orig_ins = names.find(&origin.instr.computation, &origin.instr.instruction);
         let mut push = |pass: &str, message: String| {
             out.push(Violation {
                 pass: pass.to_string(),

@@ -5,11 +5,13 @@ use super::util::scalar_i64;
 use super::{err, EvalError, Evaluator, KResult, Value};
 use crate::hlo::{ArrayData, CompId, Instruction};
 
-/// The most iterations a while loop may run before evaluation stops with an error. Loops in
-/// real programs run far fewer; a loop that reaches this bound almost certainly never ends
-/// (e.g. a condition on a value the body never changes), and an error says so instead of
-/// hanging. It is never used to cut a loop short and return a partial state.
-pub const MAX_WHILE_ITERATIONS: u64 = 1_000_000_000;
+/// The default bound on one `while` loop's iterations (`--max-iterations`): ten million.
+/// Loops in real programs run far fewer (a training loop's steps, a sequence's tokens); a
+/// loop that reaches the bound almost certainly never ends, and at about a microsecond per
+/// trivial iteration the error comes after seconds rather than the half hour a bound of 10^9
+/// took. The bound is never used to cut a loop short and return a partial state. A loop
+/// whose state repeats is stopped much sooner, see [`run_while`].
+pub const DEFAULT_MAX_WHILE_ITERATIONS: u64 = 10_000_000;
 
 /// `call(args...), to_apply=c`: runs `c` on the operands.
 pub fn call(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
@@ -45,28 +47,102 @@ pub fn while_loop(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KRes
             ops.len()
         ));
     };
-    run_while(ev, cond, body, (*init).clone(), MAX_WHILE_ITERATIONS)
+    let limit = ev.replica().max_while_iterations;
+    run_while(ev, cond, body, (*init).clone(), limit)
 }
 
-/// The loop of [`while_loop`] with the iteration bound as a parameter (tests use a small
-/// one).
+/// The loop of [`while_loop`] with the iteration bound as a parameter.
+///
+/// Non-termination is detected, not only bounded: when the condition and the body are
+/// deterministic (no collective reads another device's data anywhere in them), a loop state
+/// that repeats bit for bit means the loop cycles forever, and it is reported at once with the
+/// two iterations whose states are equal. Repetition is found with Brent's cycle detection:
+/// one saved state, replaced at powers of two, so memory stays at one extra state and a cycle
+/// of period p that starts at iteration m is found by about iteration m + 2p.
 fn run_while(ev: &mut Evaluator, cond: CompId, body: CompId, init: Value, limit: u64) -> KResult {
+    let detect = deterministic(ev.module, cond) && deterministic(ev.module, body);
     let mut state = init;
     let mut iterations: u64 = 0;
+    // Brent: `saved` is the state after iteration `saved_at`; it is replaced whenever the
+    // distance reaches the next power of two.
+    let mut saved: Option<(Value, u64)> = None;
+    let mut power: u64 = 1;
     loop {
         let p = ev.call(cond, vec![state.clone()])?;
         if !scalar_pred(&p, "the condition computation's result")? {
             return Ok(state);
         }
-        if iterations == limit {
+        if detect {
+            match &saved {
+                Some((s, at)) if same_bits(s, &state) => {
+                    return err(format!(
+                        "the loop never ends: its state after iteration {iterations} equals its \
+                         state after iteration {at} bit for bit, and its condition and body are \
+                         deterministic, so it repeats forever"
+                    ));
+                }
+                Some((_, at)) if iterations - at < power => {}
+                _ => {
+                    if saved.is_some() {
+                        power = power.saturating_mul(2);
+                    }
+                    saved = Some((state.clone(), iterations));
+                }
+            }
+        }
+        if iterations >= limit {
             return err(format!(
-                "the loop did not finish within {limit} iterations (hlosim's limit, \
-                 MAX_WHILE_ITERATIONS); its condition may never become false"
+                "the loop did not finish within {limit} iterations (--max-iterations); its \
+                 condition may never become false"
             ));
         }
         state = ev.call(body, vec![state])?;
         iterations += 1;
     }
+}
+
+/// Whether a computation and everything it calls compute their result from their operands
+/// alone. Collectives read other devices' values, and infeed, recv and rng what the outside
+/// world or a generator state supplies, so a loop around one may see new data while its own
+/// state repeats.
+fn deterministic(m: &crate::hlo::Module, c: CompId) -> bool {
+    use crate::hlo::Opcode as O;
+    let mut seen = vec![false; m.computations.len()];
+    let mut stack = vec![c];
+    while let Some(c) = stack.pop() {
+        if std::mem::replace(&mut seen[c.index()], true) {
+            continue;
+        }
+        for ins in &m.comp(c).instructions {
+            let op = ins.opcode;
+            let reads_outside =
+                op.has_side_effect() && !matches!(op, O::AfterAll | O::AddDependency);
+            if op.family() == crate::hlo::OpFamily::Collective || reads_outside {
+                return false;
+            }
+            stack.extend(
+                ins.called_computations()
+                    .into_iter()
+                    .filter(|k| k.index() < seen.len()),
+            );
+        }
+    }
+    true
+}
+
+/// Bitwise equality of two values (NaNs with equal bits are equal, +0 and -0 differ). The
+/// smallest leaves are compared first: loop counters are scalars, so a state that moves on
+/// is usually told apart after one element.
+fn same_bits(a: &Value, b: &Value) -> bool {
+    let (la, lb) = (a.leaves(), b.leaves());
+    if la.len() != lb.len() {
+        return false;
+    }
+    let mut pairs: Vec<_> = la.iter().zip(&lb).collect();
+    pairs.sort_by_key(|(x, _)| x.data.len());
+    pairs.iter().all(|(x, y)| {
+        std::sync::Arc::ptr_eq(x, y) || (x.shape.same_dims_and_type(&y.shape) && x.data == y.data)
+    })
 }
 
 /// `conditional`: the predicate form (`pred`, true operand, false operand) with
@@ -236,7 +312,11 @@ ENTRY e {
         let mut ev = Evaluator::with_hooks(&m, Box::new(ScalarOps));
         let init = Value::Tuple(vec![s32(0), s32(0)]);
         let e = run_while(&mut ev, cond, body, init.clone(), 9).unwrap_err();
-        assert!(e.message.contains("within 9 iterations"), "{}", e.message);
+        assert!(
+            e.message.contains("did not finish within 9 iterations"),
+            "{}",
+            e.message
+        );
         // With exactly enough iterations the loop completes.
         let v = run_while(&mut ev, cond, body, init, 10).unwrap();
         assert_eq!(pair(&v), (10, 55));

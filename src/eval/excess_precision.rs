@@ -72,16 +72,24 @@ pub fn widens(op: Opcode) -> bool {
 /// skip the rounding: a bf16 array computed by a [`widens`] operation, or a `call` whose
 /// callee root is one (XLA inlines calls before normalizing).
 fn widenable(module: &Module, x: &Instruction) -> bool {
-    if x.shape.is_tuple() || x.shape.element_type() != Some(ElementType::BF16) {
-        return false;
+    // A loop, not recursion, through calls whose roots are calls: a chain of them may be as
+    // deep as the module has computations.
+    let mut x = x;
+    for _ in 0..=module.computations.len() {
+        if x.shape.is_tuple() || x.shape.element_type() != Some(ElementType::BF16) {
+            return false;
+        }
+        match x.opcode {
+            Opcode::Call => match x.attrs.to_apply {
+                Some(c) if c.index() < module.computations.len() => {
+                    x = module.comp(c).root_instr();
+                }
+                _ => return false,
+            },
+            op => return widens(op),
+        }
     }
-    match x.opcode {
-        Opcode::Call => x.attrs.to_apply.is_some_and(|c| {
-            let callee = module.comp(c);
-            widenable(module, callee.root_instr())
-        }),
-        op => widens(op),
-    }
+    false
 }
 
 /// For each instruction of `comp`, the operand whose unrounded f32 value it reads: `Some(x)`

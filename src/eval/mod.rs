@@ -372,6 +372,15 @@ impl<'m> Evaluator<'m> {
     }
 
     fn call_impl(&mut self, c: CompId, args: Vec<Value>, root_mode: RootMode) -> KResult {
+        // Nested computations (a chain of calls, loops in loops) recurse through here as deep
+        // as the module nests them; the stack grows on the heap when it runs low instead of
+        // overflowing, so depth costs memory linear in it and nothing else.
+        stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || {
+            self.call_frame(c, args, root_mode)
+        })
+    }
+
+    fn call_frame(&mut self, c: CompId, args: Vec<Value>, root_mode: RootMode) -> KResult {
         let plan = self.plan(c)?;
         let module = self.module;
         let comp = module.comp(c);
@@ -516,6 +525,13 @@ impl<'m> Evaluator<'m> {
         }
     }
 }
+
+/// Stack left below which a nested call moves to a new stack segment: far more than the
+/// frames between two nested calls (call, dispatch, the kernel) take.
+const STACK_RED_ZONE: usize = 256 << 10;
+
+/// Size of each stack segment allocated for deep nesting.
+const STACK_SEGMENT: usize = 16 << 20;
 
 /// Budget charges of one computation frame, returned when it ends however it ends.
 struct Charges<'b> {

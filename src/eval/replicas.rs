@@ -4,6 +4,7 @@
 //! first one, with the device that had it.
 
 use super::collectives::fabric::{Fabric, InProcessFabric};
+use super::control_flow::DEFAULT_MAX_WHILE_ITERATIONS;
 use super::memory::MemoryBudget;
 use super::EvalError;
 use std::sync::Arc;
@@ -19,6 +20,9 @@ pub struct Replica {
     pub fabric: Arc<dyn Fabric>,
     /// The memory budget shared by all devices.
     pub budget: Arc<MemoryBudget>,
+    /// The most iterations one `while` loop may run (`--max-iterations`); reaching it is an
+    /// error, never a truncated result.
+    pub max_while_iterations: u64,
 }
 
 impl Replica {
@@ -29,6 +33,7 @@ impl Replica {
             count: 1,
             fabric: Arc::new(InProcessFabric::new(1)),
             budget: Arc::new(MemoryBudget::default()),
+            max_while_iterations: DEFAULT_MAX_WHILE_ITERATIONS,
         }
     }
 }
@@ -100,6 +105,7 @@ where
             count,
             fabric: fabric.clone(),
             budget: budget.clone(),
+            max_while_iterations: DEFAULT_MAX_WHILE_ITERATIONS,
         };
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(replica))) {
             Ok(Ok(v)) => {

@@ -17,7 +17,7 @@ pub use computation::Computation;
 pub use instruction::*;
 pub use lexer::ParseError;
 pub use literal::{ArrayData, ArrayLiteral, Literal};
-pub use module::{Module, NameUniquer};
+pub use module::{Module, NameIndex, NameUniquer};
 pub use opcode::{Arity, OpFamily, Opcode};
 pub use parser::{parse_module, parse_shape};
 pub use printer::print_module;

@@ -1,7 +1,7 @@
 //! The module: named computations, one of them the entry, plus header attributes.
 
 use super::computation::Computation;
-use super::instruction::{CompId, Loc};
+use super::instruction::{CompId, InstrId, Instruction, Loc};
 use std::collections::{HashMap, HashSet};
 
 /// An HLO module.
@@ -59,6 +59,17 @@ impl Module {
         order
     }
 
+    /// The computations `c` reaches through called computations, itself included, callees
+    /// before callers (`c` last).
+    pub fn computation_post_order_from(&self, c: CompId) -> Vec<CompId> {
+        let mut state = vec![0u8; self.computations.len()];
+        let mut order = Vec::new();
+        if c.index() < self.computations.len() {
+            self.visit_comp(c, &mut state, &mut order);
+        }
+        order
+    }
+
     fn visit_comp(&self, c: CompId, state: &mut [u8], order: &mut Vec<CompId>) {
         // Iterative DFS: call graphs in real dumps are shallow but generated ones need not be.
         if state[c.index()] != 0 {
@@ -84,16 +95,18 @@ impl Module {
     /// Distinct computations called by any instruction of `c`, in reverse first-use order
     /// (so popping yields first use first).
     fn callees(&self, c: CompId) -> Vec<CompId> {
-        let mut seen = Vec::new();
+        // A set beside the list: a computation may call thousands of distinct ones.
+        let mut seen = HashSet::new();
+        let mut order = Vec::new();
         for ins in &self.comp(c).instructions {
             for callee in ins.called_computations() {
-                if !seen.contains(&callee) {
-                    seen.push(callee);
+                if seen.insert(callee) {
+                    order.push(callee);
                 }
             }
         }
-        seen.reverse();
-        seen
+        order.reverse();
+        order
     }
 
     /// Total number of instructions over all computations.
@@ -140,5 +153,55 @@ impl NameUniquer {
                 return cand;
             }
         }
+    }
+}
+
+/// Name lookups in a module that no longer changes: computations and instructions by name in
+/// constant time. `Module::find_computation` and `Computation::find` scan; code that looks
+/// up every instruction of a large module (the differ's provenance mapping) uses this so its
+/// time stays linear in the module's size.
+pub struct NameIndex<'m> {
+    module: &'m Module,
+    computations: HashMap<&'m str, CompId>,
+    /// Per computation, built on first use (most lookups are in the entry computation).
+    instructions: Vec<std::cell::OnceCell<HashMap<&'m str, InstrId>>>,
+}
+
+impl<'m> NameIndex<'m> {
+    /// Indexes the computation names of `module` (instructions are indexed lazily).
+    pub fn new(module: &'m Module) -> NameIndex<'m> {
+        NameIndex {
+            module,
+            computations: module
+                .comp_ids()
+                .map(|c| (module.comp(c).name.as_str(), c))
+                .collect(),
+            instructions: (0..module.computations.len())
+                .map(|_| std::cell::OnceCell::new())
+                .collect(),
+        }
+    }
+
+    /// The computation called `name`.
+    pub fn computation(&self, name: &str) -> Option<CompId> {
+        self.computations.get(name).copied()
+    }
+
+    /// The instruction called `name` in computation `c`.
+    pub fn instruction(&self, c: CompId, name: &str) -> Option<InstrId> {
+        let map = self.instructions.get(c.index())?.get_or_init(|| {
+            let comp = self.module.comp(c);
+            comp.ids()
+                .map(|id| (comp.instr(id).name.as_str(), id))
+                .collect()
+        });
+        map.get(name).copied()
+    }
+
+    /// The instruction `instruction` of the computation called `computation`.
+    pub fn find(&self, computation: &str, instruction: &str) -> Option<&'m Instruction> {
+        let c = self.computation(computation)?;
+        let id = self.instruction(c, instruction)?;
+        Some(self.module.comp(c).instr(id))
     }
 }

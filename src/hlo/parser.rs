@@ -434,6 +434,17 @@ impl<'a> Parser<'a> {
         if !dynamic.iter().any(|&d| d) {
             dynamic.clear();
         }
+        let sized = ArrayShape::new(ty, dims);
+        if sized.checked_byte_size().is_none() {
+            return Cursor::error_at(
+                loc,
+                format!(
+                    "shape {sized} is too large: its byte size does not fit in a 64-bit signed \
+                     integer (XLA's limit)"
+                ),
+            );
+        }
+        let dims = sized.dims;
         if ty == ElementType::Token {
             if !dims.is_empty() {
                 return Cursor::error_at(loc, "token shapes have no dimensions");

@@ -100,6 +100,49 @@ impl ElementType {
     pub fn is_complex(self) -> bool {
         self.class() == TypeClass::Complex
     }
+    /// The logical bit width: 4 for s4/u4, 2 for s2/u2, the storage width otherwise.
+    pub fn logical_bit_width(self) -> usize {
+        use ElementType as E;
+        match self {
+            E::S2 | E::U2 => 2,
+            E::S4 | E::U4 => 4,
+            _ => self.bit_width(),
+        }
+    }
+    /// The result dimensions of `bitcast-convert` from `from` to element type `to`, XLA's
+    /// shape rule: equal widths keep the dimensions; a narrower result appends a dimension
+    /// of the width ratio; a wider result drops the last dimension, which must equal the
+    /// ratio. Sub-byte types, tokens and widths that do not divide are an error.
+    pub fn bitcast_convert_dims(from: &ArrayShape, to: ElementType) -> Result<Vec<i64>, String> {
+        let (fb, tb) = (from.ty.logical_bit_width(), to.logical_bit_width());
+        if fb < 8 || tb < 8 {
+            return Err(format!(
+                "bitcast-convert between {} and {to} is not supported (sub-byte or token types)",
+                from.ty
+            ));
+        }
+        if fb == tb {
+            Ok(from.dims.clone())
+        } else if fb % tb == 0 {
+            let mut d = from.dims.clone();
+            d.push((fb / tb) as i64);
+            Ok(d)
+        } else if tb % fb == 0 {
+            match from.dims.split_last() {
+                Some((&last, rest)) if last == (tb / fb) as i64 => Ok(rest.to_vec()),
+                _ => Err(format!(
+                    "bitcast-convert from {from} to {to}: the last dimension must be {} (the \
+                     ratio of the bit widths)",
+                    tb / fb
+                )),
+            }
+        } else {
+            Err(format!(
+                "bitcast-convert from {} to {to}: the bit widths {fb} and {tb} do not divide",
+                from.ty
+            ))
+        }
+    }
     /// The 8-bit and 4-bit float formats: parsed and printed, stored as raw bits.
     pub fn is_narrow_float(self) -> bool {
         self.is_float() && self.bit_width() <= 8
@@ -166,11 +209,32 @@ impl ArrayShape {
             .iter()
             .try_fold(1usize, |acc, &d| acc.checked_mul(d.max(0) as usize))
     }
+    /// Bytes of a dense buffer of this shape, or None when a dimension is negative or the
+    /// running product of the dimensions, or the byte size, exceeds `i64::MAX` (XLA's
+    /// `ShapeUtil::ValidateShapeSize`, in the same order, so the same shapes pass). Every size
+    /// a kernel computes from a verified shape is bounded by this, so its arithmetic cannot
+    /// overflow.
+    pub fn checked_byte_size(&self) -> Option<u64> {
+        let mut elems: u64 = 1;
+        for &d in &self.dims {
+            elems = elems.checked_mul(u64::try_from(d).ok()?)?;
+            if elems > MAX_SHAPE_BYTES {
+                return None;
+            }
+        }
+        let bytes = elems.checked_mul(self.ty.byte_size() as u64)?;
+        (bytes <= MAX_SHAPE_BYTES).then_some(bytes)
+    }
     /// Equal element type and dimensions; layout ignored (the "compatible" test of XLA).
     pub fn same_dims_and_type(&self, other: &ArrayShape) -> bool {
         self.ty == other.ty && self.dims == other.dims
     }
 }
+
+/// The largest byte size a shape may have (`i64::MAX`, as in XLA's `ShapeUtil`): the
+/// parser and the verifier reject larger shapes, so element counts, byte sizes and strides
+/// derived from a verified shape fit in `i64` and `usize` on 64-bit hosts.
+pub const MAX_SHAPE_BYTES: u64 = i64::MAX as u64;
 
 /// The shape of an HLO value: an array, a tuple of shapes, or a token.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -244,6 +308,18 @@ impl Shape {
         }
         walk(self, &mut out);
         out
+    }
+    /// Bytes of all array leaves together, or None when any leaf (or their sum) is larger
+    /// than [`MAX_SHAPE_BYTES`].
+    pub fn checked_byte_size(&self) -> Option<u64> {
+        match self {
+            Shape::Array(a) => a.checked_byte_size(),
+            Shape::Token => Some(0),
+            Shape::Tuple(v) => v.iter().try_fold(0u64, |acc, s| {
+                let b = acc.checked_add(s.checked_byte_size()?)?;
+                (b <= MAX_SHAPE_BYTES).then_some(b)
+            }),
+        }
     }
     /// A copy with every layout removed (for shape comparison in tests and passes).
     pub fn without_layout(&self) -> Shape {

@@ -289,6 +289,12 @@ fn verify_computation(
 
 fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<(), VerifyError> {
     let ins = ctx.ins;
+    if ins.shape.checked_byte_size().is_none() {
+        return ctx.err(format!(
+            "shape {} is too large: its byte size does not fit in a 64-bit signed integer",
+            ins.shape
+        ));
+    }
     let nops = ins.operands.len();
     match ins.opcode.arity() {
         Arity::Fixed(k) if nops != k => {
@@ -380,6 +386,15 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
             if r.ty != o.ty {
                 return ctx.err("broadcast changes the element type");
             }
+        }
+        O::BitcastConvert => {
+            let o = ctx.op_array(0)?.clone();
+            let r = ctx.result_array()?;
+            let want = match ElementType::bitcast_convert_dims(&o, r.ty) {
+                Ok(w) => w,
+                Err(m) => return ctx.err(m),
+            };
+            ctx.expect_dims(&want)?;
         }
         O::Reshape => {
             let o = ctx.op_array(0)?;

@@ -29,7 +29,7 @@ pub mod tuple_simplifier;
 
 pub use manager::{PassManager, PassRun, PipelineOutput};
 pub use pass::{Pass, PassError};
-pub use provenance::{InstrRef, Origin, Provenance, ProvenanceMap};
+pub use provenance::{CallChain, InstrRef, Origin, Provenance, ProvenanceMap};
 pub use registry::{lookup, PassInfo, NEURON_PIPELINE, REGISTRY};
 
 use crate::hlo::Module;

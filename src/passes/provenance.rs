@@ -18,6 +18,7 @@
 
 use crate::hlo::Module;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// An instruction named by its computation and its own name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -43,14 +44,106 @@ pub struct Origin {
     pub instr: InstrRef,
     /// For inlined instructions: the original `call` instructions the value was inlined
     /// through, outermost first. Empty for instructions that were not inlined.
-    pub inlined_through: Vec<InstrRef>,
+    pub inlined_through: CallChain,
 }
 
 impl Origin {
     fn identity(r: &InstrRef) -> Origin {
         Origin {
             instr: r.clone(),
-            inlined_through: Vec::new(),
+            inlined_through: CallChain::default(),
+        }
+    }
+}
+
+/// The calls an instruction was inlined through, outermost first, as a shared list: an
+/// instruction inlined through a chain of n calls extends its call's chain by one link
+/// instead of copying it, so inlining a 100,000-deep call chain records linear, not
+/// quadratic, provenance.
+#[derive(Clone, Default)]
+pub struct CallChain(Option<Arc<Link>>);
+
+/// One call of a [`CallChain`]: the innermost call and the chain outside it.
+struct Link {
+    call: InstrRef,
+    outer: CallChain,
+    len: usize,
+    outermost: InstrRef,
+}
+
+impl CallChain {
+    /// How many calls.
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |l| l.len)
+    }
+
+    /// Whether the instruction was not inlined at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// The outermost call (the one written in the computation that now holds the clone).
+    pub fn outermost(&self) -> Option<&InstrRef> {
+        self.0.as_ref().map(|l| &l.outermost)
+    }
+
+    /// The chain with `call` appended on the inside.
+    pub fn then(&self, call: InstrRef) -> CallChain {
+        let outermost = self.outermost().cloned().unwrap_or_else(|| call.clone());
+        CallChain(Some(Arc::new(Link {
+            call,
+            outer: self.clone(),
+            len: self.len() + 1,
+            outermost,
+        })))
+    }
+
+    /// The calls, outermost first.
+    pub fn to_vec(&self) -> Vec<InstrRef> {
+        let mut v = Vec::with_capacity(self.len());
+        let mut cur = self;
+        while let Some(l) = &cur.0 {
+            v.push(l.call.clone());
+            cur = &l.outer;
+        }
+        v.reverse();
+        v
+    }
+}
+
+impl PartialEq for CallChain {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || self.to_vec() == other.to_vec(),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
+}
+
+impl Eq for CallChain {}
+
+impl std::hash::Hash for CallChain {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.to_vec().hash(state)
+    }
+}
+
+impl std::fmt::Debug for CallChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.to_vec()).finish()
+    }
+}
+
+impl Drop for Link {
+    /// Unlinks iteratively: dropping the last owner of a 100,000-link chain recursively
+    /// would overflow the stack.
+    fn drop(&mut self) {
+        let mut next = self.outer.0.take();
+        while let Some(link) = next {
+            match Arc::try_unwrap(link) {
+                Ok(mut l) => next = l.outer.0.take(),
+                Err(_) => break,
+            }
         }
     }
 }
@@ -99,9 +192,11 @@ impl Provenance {
     ) {
         let inner = self.origin(callee_comp, callee_instr);
         let call_origin = self.origin(comp, call);
-        let mut through = call_origin.inlined_through;
-        through.push(call_origin.instr);
-        through.extend(inner.inlined_through);
+        let mut through = call_origin.inlined_through.then(call_origin.instr);
+        // Empty unless the callee was itself rewritten before being copied.
+        for c in inner.inlined_through.to_vec() {
+            through = through.then(c);
+        }
         self.recorded.insert(
             InstrRef::new(comp, name),
             Origin {

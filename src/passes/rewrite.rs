@@ -132,27 +132,44 @@ pub(crate) fn apply_replacements(
         }
         repl[old.index()] = Some(new);
     }
-    // Resolve chains with path compression; a chain longer than n is a cycle.
+    // Resolve chains with path compression (each link is followed once, so a chain of n
+    // replacements, as inlining a deep call chain makes, costs O(n)); a link back into the
+    // path being followed is a cycle.
     let mut resolved: Vec<InstrId> = (0..n as u32).map(InstrId).collect();
+    // 0 = not resolved yet, 1 = on the current path, 2 = resolved.
+    let mut state = vec![0u8; n];
+    let mut path: Vec<usize> = Vec::new();
     for start in 0..n {
-        if repl[start].is_none() {
+        if repl[start].is_none() || state[start] == 2 {
             continue;
         }
-        let mut cur = InstrId(start as u32);
-        let mut steps = 0;
-        while let Some(next) = repl[cur.index()] {
-            cur = next;
-            steps += 1;
-            if steps > n {
-                return Err(PassError::Malformed {
-                    pass,
-                    computation: comp.name.clone(),
-                    instruction: comp.instructions[start].name.clone(),
-                    message: "internal error: cyclic replacement".into(),
-                });
+        path.clear();
+        let mut cur = start;
+        let target = loop {
+            if state[cur] == 2 {
+                break resolved[cur];
             }
+            match repl[cur] {
+                None => break InstrId(cur as u32),
+                Some(next) => {
+                    if state[cur] == 1 {
+                        return Err(PassError::Malformed {
+                            pass,
+                            computation: comp.name.clone(),
+                            instruction: comp.instructions[start].name.clone(),
+                            message: "internal error: cyclic replacement".into(),
+                        });
+                    }
+                    state[cur] = 1;
+                    path.push(cur);
+                    cur = next.index();
+                }
+            }
+        };
+        for &p in &path {
+            resolved[p] = target;
+            state[p] = 2;
         }
-        resolved[start] = cur;
     }
     let removed: Vec<bool> = repl.iter().map(|r| r.is_some()).collect();
 

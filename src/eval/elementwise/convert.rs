@@ -204,33 +204,7 @@ pub fn bitcast_convert(ins: &Instruction, ops: &[&Value]) -> KResult {
     };
     let a = x.as_array()?;
     let out = result_shape(ins)?;
-    let (fb, tb) = (ty_bits(a.shape.ty), ty_bits(out.ty));
-    if fb < 8 || tb < 8 {
-        return err(format!(
-            "bitcast-convert between {} and {} (sub-byte types) is not supported",
-            a.shape.ty, out.ty
-        ));
-    }
-    let want_dims: Vec<i64> = if fb == tb {
-        a.shape.dims.clone()
-    } else if fb > tb {
-        let mut d = a.shape.dims.clone();
-        d.push((fb / tb) as i64);
-        d
-    } else {
-        let d = &a.shape.dims;
-        match d.split_last() {
-            Some((&last, rest)) if last == (tb / fb) as i64 => rest.to_vec(),
-            _ => {
-                return err(format!(
-                    "bitcast-convert from {} to {}: the last dimension must be {}",
-                    a.shape,
-                    out.ty,
-                    tb / fb
-                ))
-            }
-        }
-    };
+    let want_dims = ElementType::bitcast_convert_dims(&a.shape, out.ty).map_err(EvalError::new)?;
     if out.dims != want_dims {
         return err(format!(
             "bitcast-convert from {} gives dimensions {want_dims:?}, the result is {out}",

@@ -208,10 +208,5 @@ pub(crate) fn finish(
 
 /// The logical bit width of an element type (4 for s4, 2 for u2; storage width otherwise).
 pub(crate) fn ty_bits(ty: ElementType) -> u32 {
-    use ElementType as E;
-    match ty {
-        E::S2 | E::U2 => 2,
-        E::S4 | E::U4 => 4,
-        _ => ty.bit_width() as u32,
-    }
+    ty.logical_bit_width() as u32
 }

@@ -100,6 +100,23 @@ pub fn gather(ins: &Instruction, ops: &[&Value]) -> KResult {
             operand.ty()
         ));
     }
+    let empty_dropped = gd
+        .collapsed_slice_dims
+        .iter()
+        .chain(&gd.operand_batching_dims)
+        .find(|&&d| sizes[d as usize] == 0);
+    if out_shape.element_count() > 0 && (operand.data.is_empty() || empty_dropped.is_some()) {
+        // XLA's shape rule allows slice size 0 on a collapsed dimension, which hides the
+        // empty slice from the result shape: every result element would read outside its
+        // slice (XLA leaves this undefined), so there is no answer to give.
+        let why = match empty_dropped {
+            Some(d) => format!("dimension {d} is collapsed with slice size 0"),
+            None => format!("the operand {} is empty", operand.shape),
+        };
+        return err(format!(
+            "gather into the non-empty result {out_shape} has no elements to read: {why}"
+        ));
+    }
     let os = strides(odims);
     let rs = strides(&out_shape.dims);
     let wsz: Vec<usize> = window.iter().map(|&d| sizes[d] as usize).collect();
