@@ -177,6 +177,10 @@ fn missing_and_malformed_files_are_input_errors() {
         z.start_file("arg0.npy", zip::write::SimpleFileOptions::default())
             .unwrap();
         z.write_all(b"\x93NUMPY\x01\x00garbage").unwrap();
+        // arg1 is present and valid: member names are checked before any member is read.
+        z.start_file("arg1.npy", zip::write::SimpleFileOptions::default())
+            .unwrap();
+        z.write_all(&npy::encode(&s32s(&[1, 2]))).unwrap();
         z.finish().unwrap();
     }
     expect_input_error(&d, &bad_member, &["array 'arg0'"]);
