@@ -177,6 +177,10 @@ fn missing_and_malformed_files_are_input_errors() {
         z.start_file("arg0.npy", zip::write::SimpleFileOptions::default())
             .unwrap();
         z.write_all(b"\x93NUMPY\x01\x00garbage").unwrap();
+        // arg1 is present and valid: member names are checked before any member is read.
+        z.start_file("arg1.npy", zip::write::SimpleFileOptions::default())
+            .unwrap();
+        z.write_all(&npy::encode(&s32s(&[1, 2]))).unwrap();
         z.finish().unwrap();
     }
     expect_input_error(&d, &bad_member, &["array 'arg0'"]);
@@ -222,9 +226,10 @@ fn device_mode_runs_the_legalized_module_and_reports_loads_and_findings() {
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["findings"].as_array().unwrap().len(), 0, "{doc}");
     assert_eq!(doc["table_loads"][0]["set_name"], "gelu_and_others");
-    // Not legalized: the abstract intrinsic reaches the device and is reported.
+    // Not legalized: the abstract intrinsic reaches the device and is reported, an
+    // error-level finding: exit 1.
     let o = hlosim(&base);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("reached the device unlowered"),
         "{}",

@@ -1,19 +1,80 @@
 //! Helpers shared by subcommands: reading and checking a module from a file.
 
 use hlosim::hlo::{parse_module, verify_module, Module};
+use std::io::Read;
 use std::path::Path;
 
-/// Reads, parses and verifies an HLO file; errors are prefixed with the path and carry
-/// line:column. Verifier warnings go to stderr.
+/// Whether a module path means standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// How messages name an input path: `<stdin>` for `-`.
+pub fn shown(path: &Path) -> String {
+    if is_stdin(path) {
+        "<stdin>".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// The UTF-8 byte-order mark some editors put at the start of a text file.
+const BOM: char = '\u{feff}';
+
+/// Reads, parses and verifies an HLO file (`-` reads standard input); errors are prefixed
+/// with the path (`<stdin>` for `-`) and carry line:column. A UTF-8 byte-order mark at the
+/// start is skipped: it is invisible in editors, so columns count from the text after it.
+/// Verifier warnings go to stderr.
 pub fn load_module(path: &Path) -> Result<Module, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let m = parse_module(&text).map_err(|e| format!("{}:{e}", path.display()))?;
-    let warnings = verify_module(&m).map_err(|e| format!("{}: {e}", path.display()))?;
+    let name = shown(path);
+    let text = if is_stdin(path) {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("cannot read the module from standard input: {e}"))?;
+        s
+    } else {
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read {name}: {e}"))?
+    };
+    let text = text.strip_prefix(BOM).unwrap_or(&text);
+    let m = parse_module(text).map_err(|e| format!("{name}:{}", bounded(&e.to_string())))?;
+    let warnings = verify_module(&m).map_err(|e| format!("{name}: {}", bounded(&e.to_string())))?;
     for w in warnings {
-        eprintln!("{}: {w}", path.display());
+        eprintln!("{name}: {}", bounded(&w.to_string()));
     }
     Ok(m)
+}
+
+/// The longest error message line printed from the front end, a backstop behind the
+/// shortening of quoted input in [`bounded`].
+const MESSAGE_CHARS: usize = 1000;
+
+/// A front-end message made safe to print: every `'quoted'` piece of input (a name, an
+/// opcode, a token, which a hostile file can make arbitrarily long) is shortened to
+/// `hlosim::io::EXCERPT_CHARS` characters, then every line to [`MESSAGE_CHARS`].
+pub fn bounded(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len().min(4 * MESSAGE_CHARS));
+    let mut rest = msg;
+    while let Some(open) = rest.find('\'') {
+        out.push_str(&rest[..=open]);
+        let after = &rest[open + 1..];
+        match after.find('\'') {
+            Some(close) => {
+                out.push_str(&hlosim::io::excerpt(&after[..close]));
+                out.push('\'');
+                rest = &after[close + 1..];
+            }
+            None => {
+                rest = after;
+                break;
+            }
+        }
+    }
+    out.push_str(&hlosim::io::excerpt_to(rest, MESSAGE_CHARS));
+    out.lines()
+        .map(|l| hlosim::io::excerpt_to(l, MESSAGE_CHARS))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Which transformation to apply before executing or profiling: a named pipeline or an
@@ -64,5 +125,26 @@ pub fn device_count(m: &hlosim::hlo::Module, replicas: Option<u32>) -> Result<us
         None => {
             hlosim::eval::collectives::groups::default_device_count(m).map_err(|e| e.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quoted_input_is_shortened_and_the_rest_kept() {
+        let name = "n".repeat(5000);
+        let msg = format!("3:22: instruction '{name}' does not exist (used as an operand of 'c')");
+        let b = super::bounded(&msg);
+        assert_eq!(
+            b,
+            format!(
+                "3:22: instruction '{}...' does not exist (used as an operand of 'c')",
+                "n".repeat(77)
+            )
+        );
+        assert_eq!(super::bounded("expected ']'"), "expected ']'");
+        // An unterminated quote is cut by the line bound.
+        let b = super::bounded(&format!("bad token '{name}"));
+        assert_eq!(b.chars().count(), 1000);
     }
 }

@@ -2,19 +2,20 @@
 //! transformed module, same inputs; per-output error metrics, first divergent instruction,
 //! device findings. A thin layer over `hlosim::diff::diff_module`.
 
-use super::common::{load_module, TransformArgs};
+use super::common::{load_module, shown, TransformArgs};
+use super::exit::Exit;
 use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
 use hlosim::device::DeviceConfig;
 use hlosim::diff::{self, DiffOptions, InputOptions, Tolerances};
 use hlosim::passes::PassManager;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Arguments of `hlosim diff`.
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = AFTER_HELP)]
 pub struct Args {
-    /// HLO text file (the original module; the reference evaluator runs it as given).
+    /// HLO text file (the original module; the reference evaluator runs it as given); `-`
+    /// reads standard input.
     pub module: PathBuf,
     /// Arguments as .npz (`arg0..argN-1` in parameter order); default: generated from --seed.
     #[arg(long, value_name = "A.npz", conflicts_with_all = ["seed", "edge_fraction"])]
@@ -23,7 +24,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Fraction of generated elements that are edge cases (0 to 1).
-    #[arg(long, default_value_t = 0.0625)]
+    #[arg(long, default_value_t = 0.0625, value_parser = super::bounds::fraction)]
     pub edge_fraction: f64,
     #[command(flatten)]
     pub transform: TransformArgs,
@@ -34,8 +35,8 @@ pub struct Args {
     /// DTYPE: an element type or `float`), comma-separated. See below for the defaults.
     #[arg(long, value_delimiter = ',', value_name = "DTYPE=TOL")]
     pub tolerance: Vec<String>,
-    /// Example elements shown for the first divergence.
-    #[arg(long, default_value_t = 5)]
+    /// Example elements shown for the first divergence (at most 1000).
+    #[arg(long, default_value_t = 5, value_parser = super::bounds::count::<0, 1000>)]
     pub examples: usize,
     /// Fail outputs that are beyond tolerance even when the difference is only in-tolerance
     /// device error amplified by correct computations (see "Amplified" below).
@@ -93,9 +94,10 @@ divergence; the first one is named. An output beyond tolerance with no divergenc
 
 Exit status: 0 every output within tolerance (or amplified, without --strict) and no
 error-level finding or broken pass postcondition; 1 otherwise (including a pass failing or
-the device run stopping); 2 usage or input errors.";
+the device run stopping); 2 usage or input errors, or a resource limit; 130 interrupted.";
 
-pub fn run(a: Args) -> Result<ExitCode, String> {
+/// Runs `hlosim diff`: 0 when the report passes, 1 when not.
+pub fn run(a: Args) -> Result<Exit, String> {
     let machine = Machine::resolve(&a.machine).map_err(|e| e.to_string())?;
     let mut tolerances = Tolerances::default();
     tolerances.apply_overrides(&a.tolerance)?;
@@ -129,7 +131,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
                 };
                 per_device.push(
                     diff::generate_inputs(&module, &config.tables, &opts)
-                        .map_err(|e| format!("{}: {e}", a.module.display()))?,
+                        .map_err(|e| format!("{}: {e}", shown(&a.module)))?,
                 );
             }
             (
@@ -156,7 +158,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         max_memory: a.max_memory,
     };
     let report = diff::diff_module_on_devices(&module, &pipeline, args, config, &opts)
-        .map_err(|e| format!("{}: {e}", a.module.display()))?;
+        .map_err(|e| format!("{}: {e}", shown(&a.module)))?;
     if a.json {
         println!(
             "{}",
@@ -165,11 +167,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     } else {
         print!("{}", report.render());
     }
-    Ok(if report.passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(Exit::finding_if(!report.passed))
 }
 
 /// Reads the arguments of `module`'s entry computation from an .npz file (`arg0..argN-1`).
@@ -178,6 +176,6 @@ fn read_args(
     module: &hlosim::hlo::Module,
 ) -> Result<Vec<hlosim::eval::Value>, String> {
     let arrays = hlosim::io::npz::read_args(module, &hlosim::io::npz::ArgSource::Npz(path.into()))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| e.to_string())?;
     Ok(arrays.into_iter().map(hlosim::eval::Value::array).collect())
 }

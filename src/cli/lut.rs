@@ -1,9 +1,10 @@
 //! `hlosim lut`: build, inspect and sweep activation tables (PWP), the way a kernel author
 //! prototypes a new activation before it exists in hardware.
 
+use super::exit::Exit;
+use super::files::write_text;
 use hlosim::device::pwp::{expr, fit, functions, sweep, Dtype, SweepOptions, Table};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// Arguments of `hlosim lut`.
 #[derive(clap::Args, Debug)]
@@ -12,6 +13,7 @@ pub struct Args {
     pub command: LutCommand,
 }
 
+/// The `lut` subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum LutCommand {
     /// Fit a table from an exact function (or your own expression) and write it as JSON.
@@ -33,8 +35,8 @@ pub enum LutCommand {
         /// Name of the table built from --expr.
         #[arg(long)]
         name: Option<String>,
-        /// Output file (single table) or directory (--all). Without it a single table is
-        /// printed to stdout.
+        /// Output file (single table) or directory (--all), each file written atomically.
+        /// Without it a single table is printed to stdout.
         #[arg(long, short)]
         out: Option<PathBuf>,
         /// Overwrite existing files.
@@ -57,8 +59,9 @@ pub enum LutCommand {
         /// Table file to measure instead of the bundled one.
         #[arg(long)]
         table: Option<PathBuf>,
-        /// Number of f32 sample points (breakpoints come on top).
-        #[arg(long, default_value_t = 10_000_000)]
+        /// Number of f32 sample points (breakpoints come on top), at most 10^8.
+        #[arg(long, default_value_t = 10_000_000,
+              value_parser = super::bounds::count::<0, { sweep::MAX_F32_POINTS }>)]
         points: usize,
         /// Print the report as JSON.
         #[arg(long)]
@@ -82,6 +85,7 @@ fn load_table(spec: &str) -> Result<Table, String> {
     })
 }
 
+/// Writes a table file atomically, refusing to replace an existing one without `--force`.
 fn write_new(path: &Path, text: &str, force: bool) -> Result<(), String> {
     if path.exists() && !force {
         return Err(format!(
@@ -89,10 +93,11 @@ fn write_new(path: &Path, text: &str, force: bool) -> Result<(), String> {
             path.display()
         ));
     }
-    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    write_text(path, text)
 }
 
-pub fn run(a: Args) -> Result<ExitCode, String> {
+/// Runs `hlosim lut`.
+pub fn run(a: Args) -> Result<Exit, String> {
     match a.command {
         LutCommand::Build {
             function,
@@ -110,7 +115,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
                     write_new(&dir.join(format!("{n}.json")), &t.spec().to_json(), force)?;
                     eprintln!("{n}: {} buckets", t.bucket_count());
                 }
-                return Ok(ExitCode::SUCCESS);
+                return Ok(Exit::Ok);
             }
             let table = match (function, e) {
                 (Some(f), None) => fit::build_function(&f).map_err(|e| e.to_string())?,
@@ -125,7 +130,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
                 Some(p) => write_new(&p, &table.spec().to_json(), force)?,
                 None => print!("{}", table.spec().to_json()),
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok)
         }
         LutCommand::Inspect { table } => {
             let t = load_table(&table)?;
@@ -162,7 +167,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
             if let Some(shipped) = fit::shipped_bucket_count(&s.function) {
                 println!("shipped Trainium table: {shipped} buckets");
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok)
         }
         LutCommand::Sweep {
             function,
@@ -191,7 +196,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
             } else {
                 println!("{report}");
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok)
         }
         LutCommand::List => {
             println!(
@@ -213,7 +218,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
                     shipped
                 );
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok)
         }
     }
 }

@@ -1,7 +1,10 @@
 //! Subcommand definitions and dispatch.
 
+mod bounds;
 mod common;
 mod diff;
+pub mod exit;
+mod files;
 mod lut;
 mod opt;
 mod parse;
@@ -9,20 +12,22 @@ mod profile;
 mod run;
 
 use clap::{Parser, Subcommand};
-use std::process::ExitCode;
 
 /// hlosim: run XLA HLO through the early Neuron hlo-opt passes, execute it with reference
 /// XLA semantics and on a cycle-approximate Neuron device model, and compare the two.
 ///
-/// Exit status: 0 success, 1 a difference or error-level finding (diff), 2 usage or input
-/// error.
+/// Exit status, every subcommand (see `exit::TABLE`, printed below the help): 0 ok; 1 a
+/// finding or divergence at error level; 2 bad input, bad option or a resource limit; 130
+/// interrupted.
 #[derive(Parser, Debug)]
-#[command(name = "hlosim", version, about, long_about = None, max_term_width = 100)]
+#[command(name = "hlosim", version, about, long_about = None, max_term_width = 100,
+          after_help = exit::TABLE)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands, one file each in `src/cli/`.
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Parse and verify an HLO module, then print its canonical text.
@@ -43,8 +48,11 @@ pub enum Command {
     Diff(diff::Args),
 }
 
-/// Runs a parsed command line; errors are input errors (exit 2).
-pub fn run(cli: Cli) -> Result<ExitCode, String> {
+/// Runs a parsed command line. An `Err` is bad input or a resource limit (exit 2, printed by
+/// `main`); `Ok` carries 0 or, for a finding, 1.
+/// Every message is passed through `common::bounded`, so none quotes more than a short
+/// excerpt of the input.
+pub fn run(cli: Cli) -> Result<exit::Exit, String> {
     match cli.command {
         Command::Parse(a) => parse::run(a),
         Command::Opt(a) => opt::run(a),
@@ -53,4 +61,5 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Profile(a) => profile::run(a),
         Command::Diff(a) => diff::run(a),
     }
+    .map_err(|e| common::bounded(&e))
 }

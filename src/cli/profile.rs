@@ -2,14 +2,15 @@
 //! engine, with the costliest instructions and the activation table loads; optionally a
 //! Chrome/Perfetto trace.
 
-use super::common::{load_module, TransformArgs};
+use super::common::{load_module, shown, TransformArgs};
+use super::exit::Exit;
+use super::files::{write_text, Inputs};
 use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
 use hlosim::device::roster::Chooser;
 use hlosim::device::schedule::{profile_module_on, Profile};
 use hlosim::device::trace::chrome_trace;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// How activation table sets are chosen (see `device::roster::Chooser`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,14 +24,16 @@ pub enum ChooserArg {
 /// Arguments of `hlosim profile`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// HLO text file (profiled as given unless --pipeline or --passes transforms it first).
+    /// HLO text file (profiled as given unless --pipeline or --passes transforms it first);
+    /// `-` reads standard input.
     pub module: PathBuf,
     #[command(flatten)]
     pub transform: TransformArgs,
     /// Machine model: trn1, trn2, trn3, or a path to a machine TOML file.
     #[arg(long, default_value = DEFAULT_MACHINE)]
     pub machine: String,
-    /// Write a Chrome trace-event JSON file (open in ui.perfetto.dev or chrome://tracing).
+    /// Write a Chrome trace-event JSON file (open in ui.perfetto.dev or chrome://tracing),
+    /// atomically; it must not be the module or the machine file.
     #[arg(long, value_name = "T.json")]
     pub trace: Option<PathBuf>,
     /// Print the profile as JSON instead of text.
@@ -47,22 +50,15 @@ pub struct Args {
     pub replicas: Option<u32>,
 }
 
-/// Whether two paths name the same file (by canonical path when the file exists).
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a == b,
-    }
-}
-
-pub fn run(a: Args) -> Result<ExitCode, String> {
+/// Runs `hlosim profile`.
+pub fn run(a: Args) -> Result<Exit, String> {
     if let Some(t) = &a.trace {
-        if same_file(t, &a.module) {
-            return Err(format!(
-                "--trace {} is the input module; refusing to overwrite it",
-                t.display()
-            ));
+        let mut inputs = Inputs::new();
+        inputs.add("the module", &a.module);
+        if !Machine::builtin_names().contains(&a.machine.as_str()) {
+            inputs.add("--machine", Path::new(&a.machine));
         }
+        inputs.check_output("--trace", t)?;
     }
     let machine = Machine::resolve(&a.machine).map_err(|e| e.to_string())?;
     let mut module = load_module(&a.module)?;
@@ -73,10 +69,10 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     };
     let replicas = super::common::device_count(&module, a.replicas)?;
     let (sched, profile) = profile_module_on(&module, &machine, chooser, replicas)
-        .map_err(|e| format!("{}: {e}", a.module.display()))?;
+        .map_err(|e| format!("{}: {e}", shown(&a.module)))?;
     if let Some(t) = &a.trace {
         let text = serde_json::to_string(&chrome_trace(&sched)).map_err(|e| e.to_string())?;
-        std::fs::write(t, text).map_err(|e| format!("cannot write {}: {e}", t.display()))?;
+        write_text(t, &text)?;
     }
     if a.json {
         println!(
@@ -86,7 +82,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
     } else {
         print!("{}", render(&profile));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok)
 }
 
 /// The readable report.

@@ -2,6 +2,8 @@
 //! summarise its outputs.
 
 use super::common::{load_module, TransformArgs};
+use super::exit::Exit;
+use super::files::Inputs;
 use hlosim::device::DeviceRun;
 use hlosim::device::{
     act_engine::TableSet,
@@ -18,7 +20,6 @@ use hlosim::io::npz::{
 };
 use hlosim::io::summary::summarize;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::Mutex;
 
@@ -34,7 +35,7 @@ pub enum Mode {
 /// Arguments of `hlosim run`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// HLO text file.
+    /// HLO text file; `-` reads standard input.
     pub module: PathBuf,
     /// Arguments as an .npz with arrays arg0..argN-1 in parameter order. With several
     /// devices: d{d}/arg{j} for device d, or arg{j} for every device.
@@ -44,7 +45,8 @@ pub struct Args {
     #[arg(long = "arg", value_name = "X.npy")]
     pub arg: Vec<PathBuf>,
     /// Write the outputs (out0..outK-1, the root's tuple leaves; d{d}/out{k} with several
-    /// devices) to this .npz; without it a summary of each output is printed.
+    /// devices) to this .npz, atomically; it must not be any input file (module, arguments,
+    /// roster, machine, tables). Without it a summary of each output is printed.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
     /// Simulated devices that run the program (collectives exchange data between them).
@@ -76,7 +78,8 @@ pub struct Args {
     /// ones, e.g. tables built with `hlosim lut build`.
     #[arg(long, value_name = "DIR")]
     pub tables: Option<PathBuf>,
-    /// Print findings, table loads and output shapes as JSON on stdout (device mode).
+    /// Print findings, table loads and output shapes as JSON on stdout (device mode). An
+    /// error-level finding makes the exit status 1.
     #[arg(long)]
     pub json: bool,
     /// Reference mode: round every bf16 operation to bf16, as the HLO is written (XLA:CPU
@@ -125,15 +128,39 @@ fn device_config(a: &Args) -> Result<DeviceConfig, String> {
     })
 }
 
-/// True when `a` and `b` name the same existing file.
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
+/// Every file `hlosim run` reads, for refusing an output that is one of them.
+fn inputs(a: &Args) -> Inputs {
+    let mut inputs = Inputs::new();
+    inputs.add("the module", &a.module);
+    if let Some(p) = &a.args {
+        inputs.add("--args", p);
     }
+    for p in &a.arg {
+        inputs.add("--arg", p);
+    }
+    if let Some(p) = &a.roster {
+        inputs.add("--roster", p);
+    }
+    if let Some(m) = a.machine.as_deref() {
+        if !Machine::builtin_names().contains(&m) {
+            inputs.add("--machine", Path::new(m));
+        }
+    }
+    if let Some(d) = &a.tables {
+        inputs.add_dir("--tables", d);
+    }
+    inputs
 }
 
-pub fn run(a: Args) -> Result<ExitCode, String> {
+/// Whether a device run found anything at error level (exit 1).
+fn has_error_finding(run: &DeviceRun) -> bool {
+    run.findings
+        .iter()
+        .any(|f| f.level == hlosim::device::findings::Level::Error)
+}
+
+/// Runs `hlosim run`: 0, or 1 when the device model reports an error-level finding.
+pub fn run(a: Args) -> Result<Exit, String> {
     if a.no_excess_precision && a.mode == Mode::Device {
         eprintln!("note: --no-excess-precision only affects --mode reference; ignored");
     }
@@ -147,17 +174,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         }
     }
     if let Some(out) = &a.out {
-        let inputs = std::iter::once(&a.module)
-            .chain(a.args.iter())
-            .chain(a.arg.iter());
-        for input in inputs {
-            if same_file(out, input) {
-                return Err(format!(
-                    "refusing to overwrite input file {} with the outputs",
-                    input.display()
-                ));
-            }
-        }
+        inputs(&a).check_output("--out", out)?;
     }
     let mut m = load_module(&a.module)?;
     a.transform.apply(&mut m)?;
@@ -176,6 +193,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         budget: budget(&a),
         ..Replica::single()
     };
+    let mut found = false;
     let result = match a.mode {
         Mode::Reference => {
             let mut ev = Evaluator::with_options(&m, eval_options(&a));
@@ -189,6 +207,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
             };
             let run = execute_on_device(&m, values, config).map_err(|e| e.to_string())?;
             report_device_run(&run, None);
+            found = has_error_finding(&run);
             if a.json {
                 let doc = device_json(&run);
                 println!(
@@ -209,7 +228,7 @@ pub fn run(a: Args) -> Result<ExitCode, String> {
         None if a.json => {}
         None => print!("{}", summarize(&refs)),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::finding_if(found))
 }
 
 /// The memory budget all devices share.
@@ -266,7 +285,7 @@ fn device_json(run: &DeviceRun) -> serde_json::Value {
 }
 
 /// `hlosim run` on several simulated devices.
-fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<ExitCode, String> {
+fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<Exit, String> {
     let args: Vec<Vec<Value>> = match (&a.args, a.arg.is_empty()) {
         (Some(p), _) => read_device_args(m, p, devices)
             .map_err(|e| e.to_string())?
@@ -295,6 +314,7 @@ fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<Exit
             .map(|mut s| s.take().unwrap_or_default())
             .unwrap_or_default()
     };
+    let mut found = false;
     let results: Vec<Value> = match a.mode {
         Mode::Reference => {
             let options = eval_options(a);
@@ -320,6 +340,7 @@ fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<Exit
             for (d, run) in runs.iter().enumerate() {
                 report_device_run(run, Some(d));
             }
+            found = runs.iter().any(has_error_finding);
             if a.json {
                 let docs: Vec<serde_json::Value> = runs
                     .iter()
@@ -361,5 +382,5 @@ fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<Exit
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::finding_if(found))
 }

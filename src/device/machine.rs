@@ -70,9 +70,34 @@ impl StreamEngine {
     }
 
     fn validate(&self, section: &str) -> Result<(), MachineError> {
-        positive_f64(section, "clock_ghz", self.clock_ghz)?;
-        positive_u64(section, "lanes", self.lanes)?;
-        positive_u64(section, "min_ii_cycles", self.min_ii_cycles)?;
+        use limits::*;
+        in_f64(section, "clock_ghz", self.clock_ghz, CLOCK_GHZ)?;
+        in_u64(section, "lanes", self.lanes, LANES)?;
+        in_u64(section, "min_ii_cycles", self.min_ii_cycles, MIN_II_CYCLES)?;
+        in_u64(
+            section,
+            "start_cycles_16bit",
+            self.start_cycles_16bit,
+            CYCLES,
+        )?;
+        in_u64(
+            section,
+            "start_cycles_32bit",
+            self.start_cycles_32bit,
+            CYCLES,
+        )?;
+        in_u64(
+            section,
+            "dependent_penalty_cycles",
+            self.dependent_penalty_cycles,
+            CYCLES,
+        )?;
+        in_u64(
+            section,
+            "issue_overlap_cycles",
+            self.issue_overlap_cycles,
+            CYCLES,
+        )?;
         if !self.elements_per_cycle.contains_key("default") {
             return Err(MachineError::Invalid(format!(
                 "{section}.elements_per_cycle: missing required key 'default'"
@@ -81,10 +106,16 @@ impl StreamEngine {
         for (k, &v) in &self.elements_per_cycle {
             if k != "default" && k != "f8" && ElementType::from_name(k).is_none() {
                 return Err(MachineError::Invalid(format!(
-                    "{section}.elements_per_cycle.{k}: not an element type name, 'f8' or 'default'"
+                    "{section}.elements_per_cycle.{}: not an element type name, 'f8' or 'default'",
+                    crate::io::excerpt(k)
                 )));
             }
-            positive_u64(&format!("{section}.elements_per_cycle"), k, v)?;
+            in_u64(
+                &format!("{section}.elements_per_cycle"),
+                k,
+                v,
+                ELEMENTS_PER_CYCLE,
+            )?;
         }
         Ok(())
     }
@@ -212,22 +243,135 @@ impl fmt::Display for MachineError {
 
 impl std::error::Error for MachineError {}
 
-fn positive_f64(section: &str, field: &str, v: f64) -> Result<(), MachineError> {
-    if v.is_finite() && v > 0.0 {
+/// The physical ranges a machine model's values must lie in (inclusive). They are wide —
+/// from a slow embedded part to well beyond any accelerator built — so that every real or
+/// hypothetical machine fits, while a value that would make the timing model meaningless
+/// (a clock of 5e-324 GHz giving infinite times, a zero-lane engine dividing by zero, a
+/// latency that overflows) is rejected with the field, its value and the range. Listed in
+/// docs/profile.md.
+pub mod limits {
+    /// An inclusive range of an integer field, with its unit for messages.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct IntRange {
+        pub min: u64,
+        pub max: u64,
+        pub unit: &'static str,
+    }
+
+    /// An inclusive range of a real field, with its unit for messages.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct RealRange {
+        pub min: f64,
+        pub max: f64,
+        pub unit: &'static str,
+    }
+
+    /// Engine clocks (`*.clock_ghz`): 10 MHz to 100 GHz.
+    pub const CLOCK_GHZ: RealRange = RealRange {
+        min: 0.01,
+        max: 100.0,
+        unit: "GHz",
+    };
+    /// SBUF partitions, engine lanes, PE array rows and columns: 1 to 1024.
+    pub const LANES: IntRange = IntRange {
+        min: 1,
+        max: 1024,
+        unit: "",
+    };
+    /// SBUF bytes per partition: 1 B to 1 GiB.
+    pub const SBUF_BYTES: IntRange = IntRange {
+        min: 1,
+        max: 1 << 30,
+        unit: "bytes",
+    };
+    /// Largest free-dimension tile: 1 to 2^32 elements per partition.
+    pub const FREE_TILE_ELEMENTS: IntRange = IntRange {
+        min: 1,
+        max: 1 << 32,
+        unit: "elements",
+    };
+    /// Minimum initiation interval: 1 to 10^6 cycles.
+    pub const MIN_II_CYCLES: IntRange = IntRange {
+        min: 1,
+        max: 1_000_000,
+        unit: "cycles",
+    };
+    /// Start costs, penalties, overlaps, PE minimum moving cycles: 0 to 10^6 cycles.
+    pub const CYCLES: IntRange = IntRange {
+        min: 0,
+        max: 1_000_000,
+        unit: "cycles",
+    };
+    /// Elements per cycle per lane: 1 to 1024.
+    pub const ELEMENTS_PER_CYCLE: IntRange = IntRange {
+        min: 1,
+        max: 1024,
+        unit: "elements per cycle",
+    };
+    /// PE slow-down for fp32 operands: 1 to 64.
+    pub const FP32_FACTOR: IntRange = IntRange {
+        min: 1,
+        max: 64,
+        unit: "",
+    };
+    /// Bandwidths (DMA, NeuronLink): 1 MB/s to 1 PB/s.
+    pub const BANDWIDTH_GB_PER_S: RealRange = RealRange {
+        min: 0.001,
+        max: 1e6,
+        unit: "GB/s",
+    };
+    /// Latencies and table-load times: 0 to 1 s.
+    pub const LATENCY_NS: RealRange = RealRange {
+        min: 0.0,
+        max: 1e9,
+        unit: "ns",
+    };
+    /// Longest `name` / `description`, in characters (they are printed in every report).
+    pub const NAME_CHARS: usize = 64;
+    /// See [`NAME_CHARS`].
+    pub const DESCRIPTION_CHARS: usize = 256;
+}
+
+fn field_path(section: &str, field: &str) -> String {
+    if section.is_empty() {
+        field.to_string()
+    } else {
+        format!("{section}.{}", crate::io::excerpt(field))
+    }
+}
+
+fn with_unit(unit: &str) -> String {
+    if unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {unit}")
+    }
+}
+
+fn in_f64(section: &str, field: &str, v: f64, r: limits::RealRange) -> Result<(), MachineError> {
+    if v >= r.min && v <= r.max {
         Ok(())
     } else {
         Err(MachineError::Invalid(format!(
-            "{section}.{field} = {v}: must be a positive finite number"
+            "{} = {v:e}: outside the physical range {:e} to {:e}{}",
+            field_path(section, field),
+            r.min,
+            r.max,
+            with_unit(r.unit)
         )))
     }
 }
 
-fn positive_u64(section: &str, field: &str, v: u64) -> Result<(), MachineError> {
-    if v > 0 {
+fn in_u64(section: &str, field: &str, v: u64, r: limits::IntRange) -> Result<(), MachineError> {
+    if (r.min..=r.max).contains(&v) {
         Ok(())
     } else {
         Err(MachineError::Invalid(format!(
-            "{section}.{field} = 0: must be positive"
+            "{} = {v}: outside the physical range {} to {}{}",
+            field_path(section, field),
+            r.min,
+            r.max,
+            with_unit(r.unit)
         )))
     }
 }
@@ -285,47 +429,78 @@ impl Machine {
         Ok(m)
     }
 
+    /// Checks every value against [`limits`]; the message names the field, its value and
+    /// the range.
     fn validate(&self) -> Result<(), String> {
+        use limits::*;
         let check = || -> Result<(), MachineError> {
-            positive_u64("", "partitions", self.partitions)?;
-            positive_u64("", "free_tile_elements", self.free_tile_elements)?;
+            for (field, text, max) in [
+                ("name", &self.name, NAME_CHARS),
+                ("description", &self.description, DESCRIPTION_CHARS),
+            ] {
+                if text.chars().count() > max {
+                    return Err(MachineError::Invalid(format!(
+                        "{field} is {} characters long: at most {max} are allowed",
+                        text.chars().count()
+                    )));
+                }
+            }
+            in_u64("", "partitions", self.partitions, LANES)?;
+            in_u64(
+                "",
+                "sbuf_bytes_per_partition",
+                self.sbuf_bytes_per_partition,
+                SBUF_BYTES,
+            )?;
+            in_u64(
+                "",
+                "free_tile_elements",
+                self.free_tile_elements,
+                FREE_TILE_ELEMENTS,
+            )?;
             self.act.validate("act")?;
             self.dve.validate("dve")?;
             self.pool.validate("pool")?;
-            if !(self.act_table_load.time_ns.is_finite() && self.act_table_load.time_ns >= 0.0) {
-                return Err(MachineError::Invalid(format!(
-                    "act_table_load.time_ns = {}: must be a finite non-negative number",
-                    self.act_table_load.time_ns
-                )));
-            }
-            positive_f64("pe", "clock_ghz", self.pe.clock_ghz)?;
-            positive_u64("pe", "rows", self.pe.rows)?;
-            positive_u64("pe", "cols", self.pe.cols)?;
-            positive_u64("pe", "fp32_factor", self.pe.fp32_factor)?;
-            positive_f64("dma", "bandwidth_gb_per_s", self.dma.bandwidth_gb_per_s)?;
-            positive_f64(
+            in_f64(
+                "act_table_load",
+                "time_ns",
+                self.act_table_load.time_ns,
+                LATENCY_NS,
+            )?;
+            in_f64("pe", "clock_ghz", self.pe.clock_ghz, CLOCK_GHZ)?;
+            in_u64("pe", "rows", self.pe.rows, LANES)?;
+            in_u64("pe", "cols", self.pe.cols, LANES)?;
+            in_u64("pe", "min_moving_cycles", self.pe.min_moving_cycles, CYCLES)?;
+            in_u64("pe", "fp32_factor", self.pe.fp32_factor, FP32_FACTOR)?;
+            in_u64("pe", "start_cycles", self.pe.start_cycles, CYCLES)?;
+            in_f64(
+                "dma",
+                "bandwidth_gb_per_s",
+                self.dma.bandwidth_gb_per_s,
+                BANDWIDTH_GB_PER_S,
+            )?;
+            in_f64(
+                "dma",
+                "fixed_latency_ns",
+                self.dma.fixed_latency_ns,
+                LATENCY_NS,
+            )?;
+            in_f64(
                 "collectives",
                 "link_bandwidth_gb_per_s",
                 self.collectives.link_bandwidth_gb_per_s,
+                BANDWIDTH_GB_PER_S,
             )?;
-            if !(self.collectives.step_latency_ns.is_finite()
-                && self.collectives.step_latency_ns >= 0.0)
-            {
-                return Err(MachineError::Invalid(format!(
-                    "collectives.step_latency_ns = {}: must be a finite non-negative number",
-                    self.collectives.step_latency_ns
-                )));
-            }
-            if !(self.dma.fixed_latency_ns.is_finite() && self.dma.fixed_latency_ns >= 0.0) {
-                return Err(MachineError::Invalid(format!(
-                    "dma.fixed_latency_ns = {}: must be a finite non-negative number",
-                    self.dma.fixed_latency_ns
-                )));
-            }
+            in_f64(
+                "collectives",
+                "step_latency_ns",
+                self.collectives.step_latency_ns,
+                LATENCY_NS,
+            )?;
             Ok(())
         };
         check().map_err(|e| match e {
-            MachineError::Invalid(m) => m.trim_start_matches('.').to_string(),
+            MachineError::Invalid(m) => m,
             other => other.to_string(),
         })
     }

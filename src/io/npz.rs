@@ -2,10 +2,11 @@
 //! output conventions of `hlosim run`: arguments are `arg0..argN-1` in parameter order (or
 //! one `.npy` per parameter), outputs are `out0..outK-1`, the root's tuple leaves in order.
 
+use super::excerpt;
 use super::npy::{self, NpyDtype};
 use super::IoError;
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType, Module, Shape};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 /// One array of an archive: its name (without `.npy`), the array, and the stored dtype.
@@ -16,10 +17,11 @@ pub struct NpzEntry {
     pub dtype: NpyDtype,
 }
 
-/// Opens an `.npz` (a zip archive) for reading.
-fn open_archive(
-    path: &Path,
-) -> Result<zip::ZipArchive<std::io::BufReader<std::fs::File>>, IoError> {
+/// An open `.npz` archive.
+type Archive = zip::ZipArchive<std::io::BufReader<std::fs::File>>;
+
+/// Opens an `.npz` (a zip archive) for reading; only the zip directory is read.
+fn open_archive(path: &Path) -> Result<Archive, IoError> {
     let shown = path.display();
     let file =
         std::fs::File::open(path).map_err(|e| IoError::new(format!("cannot read {shown}: {e}")))?;
@@ -30,34 +32,83 @@ fn open_archive(
     })
 }
 
-/// Reads every array of an `.npz` file, in archive order.
-pub fn read_npz(path: &Path) -> Result<Vec<NpzEntry>, IoError> {
-    let shown = path.display();
+/// The largest `.npy` header accepted (numpy's own reader stops at 10,000 bytes), on top of
+/// a parameter's payload when bounding what a member may unpack to.
+const NPY_HEADER_ALLOWANCE: u64 = 12 + 65_536;
+
+/// Reads one member, unpacking at most `limit` bytes: a member that declares or streams more
+/// fails at once, in constant memory beyond `limit` (a zip bomb never expands).
+fn read_member(zip: &mut Archive, shown: &str, name: &str, limit: u64) -> Result<Vec<u8>, IoError> {
+    let mut member = zip.by_name(name).map_err(|e| {
+        IoError::new(format!(
+            "{shown}: cannot open member '{}': {e}",
+            excerpt(name)
+        ))
+    })?;
+    let too_big = |n: u64| {
+        IoError::new(format!(
+            "{shown}: member '{}' unpacks to {n} bytes, more than the {limit} bytes its \
+             parameter can hold (its payload plus a .npy header); refusing to unpack it",
+            excerpt(name)
+        ))
+    };
+    if member.size() > limit {
+        return Err(too_big(member.size()));
+    }
+    // Never trust a declared size for an allocation beyond a modest start.
+    let mut bytes = Vec::with_capacity(member.size().min(1 << 24) as usize);
+    let read = (&mut member)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            IoError::new(format!(
+                "{shown}: cannot read member '{}': {e}",
+                excerpt(name)
+            ))
+        })?;
+    if read as u64 > limit {
+        return Err(IoError::new(format!(
+            "{shown}: member '{}' unpacks to more than the {limit} bytes its parameter can hold \
+             (its payload plus a .npy header), although it declares {} bytes; refusing to \
+             unpack it",
+            excerpt(name),
+            member.size()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Reads every array of an `.npz` file, in archive order. No member may unpack to more than
+/// `max_member_bytes`; [`read_args`] and [`read_device_args`] bound each member by its
+/// parameter instead.
+pub fn read_npz_bounded(path: &Path, max_member_bytes: u64) -> Result<Vec<NpzEntry>, IoError> {
+    let shown = path.display().to_string();
     let mut zip = open_archive(path)?;
-    let mut out = Vec::with_capacity(zip.len());
-    for i in 0..zip.len() {
-        let mut member = zip
-            .by_index(i)
-            .map_err(|e| IoError::new(format!("{shown}: cannot open member {i}: {e}")))?;
-        let name = member.name().to_string();
+    let names: Vec<String> = zip.file_names().map(str::to_string).collect();
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
         let Some(stem) = name.strip_suffix(".npy") else {
             return Err(IoError::new(format!(
-                "{shown}: member '{name}' is not a .npy array"
+                "{shown}: member '{}' is not a .npy array",
+                excerpt(&name)
             )));
         };
-        let stem = stem.to_string();
-        let mut bytes = Vec::with_capacity(member.size().min(1 << 30) as usize);
-        member
-            .read_to_end(&mut bytes)
-            .map_err(|e| IoError::new(format!("{shown}: cannot read member '{name}': {e}")))?;
-        let (array, dtype) = npy::decode(&bytes, &format!("{shown}, array '{stem}'"))?;
+        let bytes = read_member(&mut zip, &shown, &name, max_member_bytes)?;
+        let (array, dtype) = npy::decode(&bytes, &format!("{shown}, array '{}'", excerpt(stem)))?;
         out.push(NpzEntry {
-            name: stem,
+            name: stem.to_string(),
             array,
             dtype,
         });
     }
     Ok(out)
+}
+
+/// Reads every array of an `.npz` file, in archive order, each member unpacking to at most
+/// 16 GiB (for trusted files such as expected outputs; argument files go through
+/// [`read_args`], which bounds each member by its parameter).
+pub fn read_npz(path: &Path) -> Result<Vec<NpzEntry>, IoError> {
+    read_npz_bounded(path, 16 << 30)
 }
 
 /// The array names of an `.npz` file (members without `.npy`), read from the zip directory
@@ -69,24 +120,125 @@ pub fn member_names(path: &Path) -> Result<Vec<String>, IoError> {
         .collect())
 }
 
-/// Writes named arrays as an uncompressed `.npz` (what `np.savez` writes).
+/// Writes named arrays as an uncompressed `.npz` (what `np.savez` writes), atomically: a
+/// failure leaves an existing file at `path` untouched and no partial file (see
+/// [`super::atomic`]).
 pub fn write_npz(path: &Path, arrays: &[(String, &ArrayLiteral)]) -> Result<(), IoError> {
-    let shown = path.display();
-    let fail = |e: &dyn std::fmt::Display| IoError::new(format!("cannot write {shown}: {e}"));
-    let file = std::fs::File::create(path).map_err(|e| fail(&e))?;
-    let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
-    for (name, a) in arrays {
-        let bytes = npy::encode(a);
-        let opts = zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Stored)
-            .large_file(bytes.len() as u64 >= u32::MAX as u64);
-        zip.start_file(format!("{name}.npy"), opts)
-            .map_err(|e| fail(&e))?;
-        zip.write_all(&bytes).map_err(|e| fail(&e))?;
+    super::atomic::write_file(path, |w| write_npz_to(w, arrays))
+        .map_err(|e| IoError::new(e.to_string()))
+}
+
+/// Writes the archive into `w`. The zip writer only ever sees a [`StopOnError`] sink, so
+/// when a write fails (a full disk, a file-size limit) the writer's own clean-up on drop
+/// completes silently against it instead of printing "ZipWriter drop failed"; the first
+/// error is returned.
+fn write_npz_to<W: Write + Seek>(
+    w: &mut W,
+    arrays: &[(String, &ArrayLiteral)],
+) -> std::io::Result<()> {
+    let mut sink = StopOnError::new(w);
+    let result = (|| -> zip::result::ZipResult<()> {
+        let mut zip = zip::ZipWriter::new(&mut sink);
+        for (name, a) in arrays {
+            let bytes = npy::encode(a);
+            let opts = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Stored)
+                .large_file(bytes.len() as u64 >= u32::MAX as u64);
+            zip.start_file(format!("{name}.npy"), opts)?;
+            zip.write_all(&bytes)?;
+        }
+        zip.finish()?;
+        Ok(())
+    })();
+    if let Some(e) = sink.failed.take() {
+        return Err(e);
     }
-    let mut inner = zip.finish().map_err(|e| fail(&e))?;
-    inner.flush().map_err(|e| fail(&e))?;
-    Ok(())
+    result.map_err(|e| match e {
+        zip::result::ZipError::Io(e) => e,
+        other => std::io::Error::other(other.to_string()),
+    })
+}
+
+/// A writer that forwards to `inner` until the first error, then discards everything while
+/// keeping a consistent position, so that code which keeps writing after a failure (the zip
+/// writer's drop) neither fails again nor writes; the first error is kept in `failed`.
+struct StopOnError<W> {
+    inner: W,
+    failed: Option<std::io::Error>,
+    pos: u64,
+    end: u64,
+}
+
+impl<W> StopOnError<W> {
+    fn new(inner: W) -> StopOnError<W> {
+        StopOnError {
+            inner,
+            failed: None,
+            pos: 0,
+            end: 0,
+        }
+    }
+
+    fn fail(&mut self, e: &std::io::Error) -> std::io::Error {
+        let copy = match e.raw_os_error() {
+            Some(code) => std::io::Error::from_raw_os_error(code),
+            None => std::io::Error::new(e.kind(), e.to_string()),
+        };
+        self.failed.get_or_insert(copy);
+        std::io::Error::new(e.kind(), e.to_string())
+    }
+
+    fn advance(&mut self, n: u64) {
+        self.pos = self.pos.saturating_add(n);
+        self.end = self.end.max(self.pos);
+    }
+}
+
+impl<W: Write> Write for StopOnError<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.failed.is_some() {
+            self.advance(buf.len() as u64);
+            return Ok(buf.len());
+        }
+        match self.inner.write(buf) {
+            Ok(n) => {
+                self.advance(n as u64);
+                Ok(n)
+            }
+            Err(e) => Err(self.fail(&e)),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.failed.is_some() {
+            return Ok(());
+        }
+        self.inner.flush().map_err(|e| self.fail(&e))
+    }
+}
+
+impl<W: Seek> Seek for StopOnError<W> {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        use std::io::SeekFrom;
+        if self.failed.is_some() {
+            let base = |b: u64, d: i64| b.saturating_add_signed(d);
+            self.pos = match to {
+                SeekFrom::Start(p) => p,
+                SeekFrom::End(d) => base(self.end, d),
+                SeekFrom::Current(d) => base(self.pos, d),
+            };
+            self.end = self.end.max(self.pos);
+            return Ok(self.pos);
+        }
+        match self.inner.seek(to) {
+            Ok(p) => {
+                self.pos = p;
+                self.end = self.end.max(p);
+                Ok(p)
+            }
+            Err(e) => Err(self.fail(&e)),
+        }
+    }
 }
 
 /// Where the arguments of a run come from.
@@ -127,71 +279,101 @@ fn expected_list(params: &[(String, Shape)]) -> String {
 /// Reads the arguments for the module's entry computation and checks each against its
 /// parameter (count, dimensions, element type). bf16 parameters accept numpy `V2` (ml_dtypes)
 /// and `u2` bit patterns; 8-bit float and sub-byte parameters accept one-byte raw data.
-/// Errors list the expected parameters and what was given.
+/// An `.npz` must hold exactly `arg0.npy..arg{N-1}.npy` (no leading zeros, nothing else), and
+/// no member may unpack to more than its parameter's bytes plus a `.npy` header. Errors list
+/// the expected parameters and what was given.
 pub fn read_args(m: &Module, src: &ArgSource) -> Result<Vec<ArrayLiteral>, IoError> {
     let params = entry_parameters(m);
     let given: Vec<(String, ArrayLiteral, NpyDtype)> = match src {
         ArgSource::None => Vec::new(),
         ArgSource::Npy(paths) => paths
             .iter()
-            .map(|p| npy::read_file(p).map(|(a, d)| (p.display().to_string(), a, d)))
+            .enumerate()
+            .map(|(j, p)| {
+                let limit = params.get(j).map_or(u64::MAX, |(_, s)| member_limit(s));
+                read_npy_bounded(p, limit).map(|(a, d)| (p.display().to_string(), a, d))
+            })
             .collect::<Result<_, _>>()?,
         ArgSource::Npz(path) => {
-            let entries = read_npz(path)?;
-            let mut by_index: Vec<Option<NpzEntry>> = Vec::new();
-            let mut others = Vec::new();
-            for e in entries {
-                match e
-                    .name
-                    .strip_prefix("arg")
-                    .and_then(|n| n.parse::<usize>().ok())
-                {
-                    Some(k) if k < 1 << 20 => {
-                        if by_index.len() <= k {
-                            by_index.resize(k + 1, None);
-                        }
-                        by_index[k] = Some(e);
-                    }
-                    _ => others.push(e.name),
+            let shown = path.display().to_string();
+            let mut zip = open_archive(path)?;
+            let names: Vec<String> = zip.file_names().map(str::to_string).collect();
+            let mut by_index: Vec<Option<String>> = vec![None; params.len()];
+            let mut unknown = Vec::new();
+            for n in &names {
+                match n.strip_suffix(".npy").and_then(|s| parse_index(s, "arg")) {
+                    Some(j) if j < params.len() => by_index[j] = Some(n.clone()),
+                    _ => unknown.push(n.clone()),
                 }
             }
-            if by_index.len() != params.len() || by_index.iter().any(|e| e.is_none()) {
-                let names: Vec<String> = by_index
-                    .iter()
-                    .flatten()
-                    .map(|e| e.name.clone())
-                    .chain(others)
-                    .collect();
-                let missing: Vec<String> = (0..params.len())
-                    .filter(|&k| by_index.get(k).is_none_or(|e| e.is_none()))
-                    .map(|k| format!("arg{k}"))
-                    .collect();
-                return Err(IoError::new(format!(
-                    "{} holds arrays [{}]{}; {}",
-                    path.display(),
-                    names.join(", "),
-                    if missing.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", missing {}", missing.join(", "))
-                    },
-                    expected_list(&params)
-                )));
+            let missing: Vec<String> = (0..params.len())
+                .filter(|&j| by_index[j].is_none())
+                .map(|j| format!("arg{j}"))
+                .collect();
+            if !unknown.is_empty() || !missing.is_empty() {
+                let mut msg = format!("{shown} holds [{}]", name_list(&names));
+                if !unknown.is_empty() {
+                    msg.push_str(&format!(
+                        "; not arguments: [{}] (arrays must be named exactly arg0..arg<N-1>, \
+                         without leading zeros, each stored as a .npy member)",
+                        name_list(&unknown)
+                    ));
+                }
+                if !missing.is_empty() {
+                    msg.push_str(&format!("; missing {}", missing.join(", ")));
+                }
+                return Err(IoError::new(format!("{msg}; {}", expected_list(&params))));
             }
-            by_index
-                .into_iter()
-                .flatten()
-                .map(|e| {
-                    (
-                        format!("{}, array '{}'", path.display(), e.name),
-                        e.array,
-                        e.dtype,
-                    )
-                })
-                .collect()
+            let mut given = Vec::with_capacity(params.len());
+            for (j, name) in by_index.into_iter().flatten().enumerate() {
+                let bytes = read_member(&mut zip, &shown, &name, member_limit(&params[j].1))?;
+                let what = format!("{shown}, array 'arg{j}'");
+                let (a, d) = npy::decode(&bytes, &what)?;
+                given.push((what, a, d));
+            }
+            given
         }
     };
     fit_all(given, &params)
+}
+
+/// The most bytes the `.npy` image of an argument for a parameter of shape `shape` may
+/// take: its payload (every accepted numpy dtype stores the parameter's type in its byte
+/// size, sub-byte types one per byte) plus [`NPY_HEADER_ALLOWANCE`].
+fn member_limit(shape: &Shape) -> u64 {
+    let payload = match shape {
+        Shape::Array(a) => a.dims.iter().try_fold(a.ty.byte_size() as u64, |acc, &d| {
+            acc.checked_mul(u64::try_from(d).ok()?)
+        }),
+        // Not passable from a file; fit_all says so once the (small) member is read.
+        _ => Some(0),
+    };
+    payload.map_or(u64::MAX, |p| p.saturating_add(NPY_HEADER_ALLOWANCE))
+}
+
+/// Reads a `.npy` argument file, refusing one larger than `limit` bytes before reading it.
+fn read_npy_bounded(path: &Path, limit: u64) -> Result<(ArrayLiteral, NpyDtype), IoError> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.is_file() && meta.len() > limit {
+            return Err(IoError::new(format!(
+                "{}: {} bytes, more than the {limit} bytes its parameter can hold (its payload \
+                 plus a .npy header)",
+                path.display(),
+                meta.len()
+            )));
+        }
+    }
+    npy::read_file(path)
+}
+
+/// Member names for a message: the first few, each shortened, then how many more.
+fn name_list(names: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let mut parts: Vec<String> = names.iter().take(SHOWN).map(|n| excerpt(n)).collect();
+    if names.len() > SHOWN {
+        parts.push(format!("... and {} more", names.len() - SHOWN));
+    }
+    parts.join(", ")
 }
 
 /// Checks each given array against its parameter and converts it to the parameter's type.
@@ -233,68 +415,94 @@ fn fit_all(
 
 /// Reads per-device arguments for `devices` simulated devices from one `.npz`: argument j
 /// of device d is member `d{d}/arg{j}`, or `arg{j}` when every device gets the same array
-/// (the layout of `xla_oracle.py run --replicas N`). Each is checked like [`read_args`].
+/// (the layout of `xla_oracle.py run --replicas N`). Indices have no leading zeros; any other
+/// member, a device beyond the program's, or a shared `arg{j}` that every device overrides is
+/// an error. Each member unpacks to at most its parameter's bytes plus a `.npy` header, and is
+/// checked like [`read_args`].
 pub fn read_device_args(
     m: &Module,
     path: &Path,
     devices: usize,
 ) -> Result<Vec<Vec<ArrayLiteral>>, IoError> {
     let params = entry_parameters(m);
-    let entries = read_npz(path)?;
-    let mut by_name: std::collections::HashMap<String, NpzEntry> = std::collections::HashMap::new();
-    for e in entries {
-        let known = match e.name.split_once('/') {
-            None => parse_index(&e.name, "arg").is_some_and(|j| j < params.len()),
-            Some((d, rest)) => {
-                let dev = d.strip_prefix('d').and_then(|x| parse_index(x, ""));
-                match dev {
-                    Some(dev) if dev >= devices => {
-                        return Err(IoError::new(format!(
-                            "{} holds '{}' for device {dev}, but the program runs on {devices} \
-                             device(s) (devices 0..{})",
-                            path.display(),
-                            e.name,
-                            devices.saturating_sub(1)
-                        )))
-                    }
-                    Some(_) => parse_index(rest, "arg").is_some_and(|j| j < params.len()),
-                    None => false,
-                }
-            }
+    let shown = path.display().to_string();
+    let mut zip = open_archive(path)?;
+    let names: Vec<String> = zip.file_names().map(str::to_string).collect();
+    let mut present = std::collections::HashSet::new();
+    let mut unknown = Vec::new();
+    for name in &names {
+        let stem = name.strip_suffix(".npy");
+        let (device, arg) = match stem.map(|s| s.split_once('/')) {
+            None => (None, None),
+            Some(None) => (Some(None), stem.and_then(|s| parse_index(s, "arg"))),
+            Some(Some((d, rest))) => (parse_index(d, "d").map(Some), parse_index(rest, "arg")),
         };
-        if !known {
+        match (device, arg) {
+            (Some(Some(dev)), Some(_)) if dev >= devices => {
+                return Err(IoError::new(format!(
+                    "{shown} holds '{}' for device {dev}, but the program runs on {devices} \
+                     device(s) (devices 0..{})",
+                    excerpt(stem.unwrap_or(name)),
+                    devices.saturating_sub(1)
+                )))
+            }
+            (Some(_), Some(j)) if j < params.len() => {
+                present.insert(stem.unwrap_or_default().to_string());
+            }
+            _ => unknown.push(name.clone()),
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(IoError::new(format!(
+            "{shown} holds arrays that are no argument: [{}]; expected 'd<device>/arg<j>' \
+             (device < {devices}) or 'arg<j>' for every device, with j < {} and no leading \
+             zeros, each stored as a .npy member; {}",
+            name_list(&unknown),
+            params.len(),
+            expected_list(&params)
+        )));
+    }
+    for j in 0..params.len() {
+        let shared = format!("arg{j}");
+        if devices > 0
+            && present.contains(&shared)
+            && (0..devices).all(|d| present.contains(&format!("d{d}/arg{j}")))
+        {
             return Err(IoError::new(format!(
-                "{} holds an array '{}' that is no argument: expected 'd<device>/arg<j>' or \
-                 'arg<j>' with j < {}; {}",
-                path.display(),
-                e.name,
-                params.len(),
-                expected_list(&params)
+                "{shown}: '{shared}' is never used: every device has its own 'd<device>/{shared}'"
             )));
         }
-        by_name.insert(e.name.clone(), e);
     }
+    let mut cache: std::collections::HashMap<String, (ArrayLiteral, NpyDtype)> =
+        std::collections::HashMap::new();
     let mut out = Vec::with_capacity(devices);
     for d in 0..devices {
         let mut given = Vec::with_capacity(params.len());
-        for j in 0..params.len() {
+        for (j, (_, pshape)) in params.iter().enumerate() {
             let own = format!("d{d}/arg{j}");
             let shared = format!("arg{j}");
-            let e = by_name
-                .get(&own)
-                .or_else(|| by_name.get(&shared))
-                .ok_or_else(|| {
-                    IoError::new(format!(
-                        "{}: no array '{own}' or '{shared}' for argument {j} of device {d}; {}",
-                        path.display(),
-                        expected_list(&params)
-                    ))
-                })?;
-            given.push((
-                format!("{}, array '{}'", path.display(), e.name),
-                e.array.clone(),
-                e.dtype.clone(),
-            ));
+            let stem = if present.contains(&own) {
+                own
+            } else if present.contains(&shared) {
+                shared
+            } else {
+                return Err(IoError::new(format!(
+                    "{shown}: no array '{own}' or '{shared}' for argument {j} of device {d}; {}",
+                    expected_list(&params)
+                )));
+            };
+            let what = format!("{shown}, array '{stem}'");
+            if !cache.contains_key(&stem) {
+                let bytes = read_member(
+                    &mut zip,
+                    &shown,
+                    &format!("{stem}.npy"),
+                    member_limit(pshape),
+                )?;
+                cache.insert(stem.clone(), npy::decode(&bytes, &what)?);
+            }
+            let (a, dtype) = &cache[&stem];
+            given.push((what, a.clone(), dtype.clone()));
         }
         out.push(fit_all(given, &params).map_err(|e| IoError::new(format!("device {d}: {}", e)))?);
     }

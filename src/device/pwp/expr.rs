@@ -12,8 +12,19 @@ use super::fit::{build_table, FitSettings, FitSpec};
 use super::functions;
 use super::table::{Symmetry, Table};
 use super::PwpError;
+use crate::io::excerpt;
 use exmex::prelude::*;
 use exmex::{BinOp, FloatOpsFactory, MakeOperators, MatchLiteral, Operator};
+
+/// The longest expression accepted, in bytes.
+pub const MAX_EXPR_CHARS: usize = 4096;
+/// The most operands (numbers, `x`, named constants) an expression may have. Building a
+/// table evaluates the expression a few million times, in time proportional to its size
+/// (about 10 ms per operand in a release build: 6,000 operands took 81 s); at this bound a
+/// build stays within a few seconds, while real activations need a few dozen.
+pub const MAX_EXPR_OPERANDS: usize = 256;
+/// The deepest nesting of parentheses accepted (the parser recurses on them).
+pub const MAX_EXPR_DEPTH: usize = 64;
 
 /// Number literals: digits with at most one dot and an optional exponent (`2.5e-3`, `1E6`);
 /// exmex's default matcher has no exponent.
@@ -130,15 +141,17 @@ impl UserFunction {
     pub fn parse(src: &str) -> Result<UserFunction, PwpError> {
         precheck(src)?;
         let expr = FlatEx::<f64, PwpOps, SciNumberMatcher>::parse(src)
-            .map_err(|e| PwpError::Expr(format!("{src:?}: {}", e.msg())))?;
+            .map_err(|e| PwpError::Expr(format!("{:?}: {}", excerpt(src), excerpt(e.msg()))))?;
         let names = expr.var_names().to_vec();
         let has_x = match names.as_slice() {
             [] => false,
             [x] if x == "x" => true,
             other => {
                 let bad: Vec<&String> = other.iter().filter(|n| n.as_str() != "x").collect();
+                let bad: Vec<String> = bad.iter().take(5).map(|n| excerpt(n)).collect();
                 return Err(PwpError::Expr(format!(
-                    "{src:?}: unknown name(s) {bad:?}: the only variable is x"
+                    "{:?}: unknown name(s) {bad:?}: the only variable is x",
+                    excerpt(src)
                 )));
             }
         };
@@ -184,12 +197,57 @@ impl UserFunction {
 }
 
 /// Position-aware checks exmex does not report precisely: unbalanced parentheses and names
-/// that are neither an operator nor `x`.
+/// that are neither an operator nor `x`; and the size bounds ([`MAX_EXPR_CHARS`],
+/// [`MAX_EXPR_OPERANDS`], [`MAX_EXPR_DEPTH`]). Messages quote at most an excerpt.
 fn precheck(src: &str) -> Result<(), PwpError> {
     if src.trim().is_empty() {
         return Err(PwpError::Expr("empty expression".into()));
     }
+    if src.len() > MAX_EXPR_CHARS {
+        return Err(PwpError::Expr(format!(
+            "{:?}: the expression is {} characters long; at most {MAX_EXPR_CHARS} are allowed",
+            excerpt(src),
+            src.len()
+        )));
+    }
     let ops = PwpOps::make();
+    let is_op = |name: &str| ops.iter().any(|o| o.repr() == name);
+    let bytes = src.as_bytes();
+    let (mut operands, mut i) = (0usize, 0usize);
+    while i < bytes.len() {
+        let start = i;
+        let c = bytes[i];
+        if c.is_ascii_digit() || c == b'.' {
+            operands += 1;
+            // The literal, with a possible exponent (`2.5e-3`).
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'.') {
+                let exp = bytes[i] == b'e' || bytes[i] == b'E';
+                i += 1;
+                if exp && i < bytes.len() && (bytes[i] == b'+' || bytes[i] == b'-') {
+                    i += 1;
+                }
+            }
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            let name = &src[start..i];
+            // A name followed by '(' is a function; x and constants (PI, E) are operands.
+            let next = src[i..].trim_start().as_bytes().first();
+            if !(is_op(name) && next == Some(&b'(')) {
+                operands += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    if operands > MAX_EXPR_OPERANDS {
+        return Err(PwpError::Expr(format!(
+            "{:?}: the expression has {operands} operands (numbers, x, constants); at most \
+             {MAX_EXPR_OPERANDS} are allowed",
+            excerpt(src)
+        )));
+    }
     let mut depth: Vec<usize> = Vec::new();
     let bytes = src.as_bytes();
     let mut i = 0;
@@ -197,9 +255,16 @@ fn precheck(src: &str) -> Result<(), PwpError> {
         let c = bytes[i] as char;
         if c == '(' {
             depth.push(i);
+            if depth.len() > MAX_EXPR_DEPTH {
+                return Err(PwpError::Expr(format!(
+                    "{:?}: parentheses nest deeper than {MAX_EXPR_DEPTH} levels at position {i}",
+                    excerpt(src)
+                )));
+            }
         } else if c == ')' && depth.pop().is_none() {
             return Err(PwpError::Expr(format!(
-                "{src:?}: unmatched ')' at position {i}"
+                "{:?}: unmatched ')' at position {i}",
+                excerpt(src)
             )));
         } else if c.is_ascii_alphabetic() || c == '_' {
             let start = i;
@@ -214,7 +279,9 @@ fn precheck(src: &str) -> Result<(), PwpError> {
                 && (bytes[start - 1] as char).is_ascii_digit();
             if name != "x" && !is_number_exp && !ops.iter().any(|o| o.repr() == name) {
                 return Err(PwpError::Expr(format!(
-                    "{src:?}: unknown name {name:?} at position {start} (the variable is x; functions: {})",
+                    "{:?}: unknown name {:?} at position {start} (the variable is x; functions: {})",
+                    excerpt(src),
+                    excerpt(name),
                     ops.iter().filter(|o| o.repr().chars().all(|c| c.is_ascii_alphanumeric())).map(|o| o.repr()).collect::<Vec<_>>().join(" ")
                 )));
             }
@@ -224,7 +291,8 @@ fn precheck(src: &str) -> Result<(), PwpError> {
     }
     if let Some(p) = depth.pop() {
         return Err(PwpError::Expr(format!(
-            "{src:?}: '(' at position {p} is never closed"
+            "{:?}: '(' at position {p} is never closed",
+            excerpt(src)
         )));
     }
     Ok(())

@@ -88,11 +88,17 @@ impl AccuracyTarget {
     }
 }
 
+/// The most log-spaced f32 inputs a sweep takes (10x the default of 10^7): the inputs are
+/// held in memory (4 bytes each, 400 MB at this bound), so a larger count would be a
+/// resource problem rather than a better measurement. `hlosim lut sweep --points` is bounded
+/// by it.
+pub const MAX_F32_POINTS: usize = 100_000_000;
+
 /// Knobs of a sweep.
 #[derive(Clone, Debug)]
 pub struct SweepOptions {
     /// Number of log-spaced f32 inputs (edges and thresholds come on top). At least 10^7 for a
-    /// real measurement; tests may use fewer.
+    /// real measurement; tests may use fewer; at most [`MAX_F32_POINTS`] are used.
     pub f32_points: usize,
     /// Show an indicatif progress bar on stderr (off in tests).
     pub progress: bool,
@@ -391,7 +397,7 @@ impl Acc {
 pub fn sweep_inputs(table: &Table, dtype: Dtype, f32_points: usize) -> Vec<f32> {
     match dtype {
         Dtype::Bf16 | Dtype::F16 => dtype.all_finite(),
-        Dtype::F32 => f32_inputs(table, f32_points),
+        Dtype::F32 => f32_inputs(table, f32_points.min(MAX_F32_POINTS)),
     }
 }
 
@@ -414,7 +420,7 @@ fn f32_inputs(table: &Table, n: usize) -> Vec<f32> {
     } else {
         (-149.0, 128.0)
     };
-    let mut v = Vec::with_capacity(n + 8 * spec.bucket_count() + 64);
+    let mut v = Vec::with_capacity(n.saturating_add(8 * spec.bucket_count() + 64));
     let m = n.div_ceil(2).max(1);
     for i in 0..n {
         let j = (i / 2) as f64;
