@@ -27,7 +27,7 @@
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 /// Element types the generator uses.
@@ -245,6 +245,8 @@ pub struct Gen {
     typed_operands: bool,
     /// Use `%` before names.
     percent: bool,
+    /// Names of values some instruction uses (the entry root collects the others).
+    used: HashSet<String>,
 }
 
 /// Generates the module of `seed` in the given regime.
@@ -257,6 +259,7 @@ pub fn generate(seed: u64, cfg: Config) -> String {
         next: 0,
         typed_operands: false,
         percent: true,
+        used: HashSet::new(),
     };
     g.typed_operands = g.rng.gen_bool(0.5);
     g.percent = g.rng.gen_bool(0.7);
@@ -287,7 +290,9 @@ impl Gen {
         }
     }
 
-    fn operands(&self, vs: &[&Val]) -> String {
+    /// The operand list text; records the values as used (names are unique module-wide).
+    fn operands(&mut self, vs: &[&Val]) -> String {
+        self.used.extend(vs.iter().map(|v| v.name.clone()));
         let v: Vec<String> = vs.iter().map(|v| self.operand(v)).collect();
         v.join(", ")
     }
@@ -486,10 +491,21 @@ impl Gen {
         for _ in 0..steps {
             self.step(&mut b);
         }
-        // Root: a tuple of the last few values (so most of the graph is live) or one value.
-        let n = b.pool.len();
-        let k = self.rng.gen_range(1..=n.min(4));
-        let outs: Vec<Val> = b.pool[n - k..].to_vec();
+        // Root: a tuple of every value nothing uses (the last 12 of them), so that the whole
+        // graph is live and evaluated; or one value when there is a single sink.
+        let sinks: Vec<Val> = b
+            .pool
+            .iter()
+            .filter(|v| !self.used.contains(&v.name))
+            .cloned()
+            .collect();
+        let outs: Vec<Val> = sinks[sinks.len().saturating_sub(12)..].to_vec();
+        let outs = if outs.is_empty() {
+            vec![b.pool.last().unwrap().clone()]
+        } else {
+            outs
+        };
+        let k = outs.len();
         let root = if k == 1 && self.rng.gen_bool(0.5) {
             let v = &outs[0];
             self.emit(&mut b, v.shape.clone(), "copy", &[v], "").name

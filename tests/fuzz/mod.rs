@@ -221,8 +221,9 @@ pub fn prop_eval_threads(m: &Module, args: &[Value], text: &str) -> Result<(), F
 ///   `UnloweredIntrinsic` / `MissingDtypeKernel`, the values still the reference's;
 /// - a TOTALORDER compare, which legalize-compare turns into FLOAT in the entry, and which
 ///   runs as FLOAT on the compare unit inside nested computations: results differ on NaN and
-///   −0/+0, so the first divergence may start at a compare (entry) or at the instruction that
-///   calls the computation holding it (while, conditional, sort, reduce, ...).
+///   −0/+0, so the first divergence may be a TOTALORDER compare (its operands may already
+///   differ within tolerance: an activation's table value turning into NaN) or the instruction
+///   that calls the computation holding one (while, conditional, sort, reduce, ...).
 ///
 /// Anything else (a transform or device error, output errors, contract violations, other
 /// findings, divergences elsewhere) is a failure.
@@ -269,15 +270,17 @@ pub fn diff_explained(r: &DiffReport, m: &Module) -> Result<(), String> {
     let Some(d) = &r.first_divergence else {
         return Err("outputs beyond tolerance with no divergent instruction".into());
     };
-    let at_compare = d.opcode == "compare" && d.operands_differed.is_empty();
-    let at_caller = m
-        .entry_computation()
-        .find(&d.instruction)
-        .map(|id| {
-            let i = m.entry_computation().instr(id);
-            !i.called_computations().is_empty()
-        })
-        .unwrap_or(false);
+    let entry = m.entry_computation();
+    let original = entry.find(&d.instruction).map(|id| entry.instr(id));
+    let at_compare = match original {
+        Some(i) => {
+            i.opcode == Opcode::Compare
+                && i.attrs.comparison_type == Some(ComparisonType::TotalOrder)
+        }
+        // Inlined from a called computation: named by its callee-side name.
+        None => d.opcode == "compare",
+    };
+    let at_caller = original.is_some_and(|i| !i.called_computations().is_empty());
     if has_totalorder && (at_compare || at_caller) {
         return Ok(());
     }
