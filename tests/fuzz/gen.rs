@@ -179,7 +179,7 @@ impl Config {
     pub fn small() -> Config {
         Config {
             max_elems: 64,
-            max_steps: 14,
+            max_steps: 10,
             max_depth: 2,
             max_params: 5,
             big: false,
