@@ -552,6 +552,9 @@ impl Gen {
 
     /// A called computation: parameters of the given shapes (or one tuple parameter), a few
     /// random steps, and a root of shape `result` (a tuple when more than one).
+    // The arguments are the computation's signature and body size, each independent; a
+    // struct for them would be used by these three call sites only.
+    #[allow(clippy::too_many_arguments)]
     fn computation(
         &mut self,
         depth: u32,
@@ -1460,14 +1463,13 @@ impl Gen {
             sizes.push(self.rng.gen_range(0..=d));
         }
         let mut out = vec![k];
-        let offset: Vec<i64>;
-        if collapse {
+        let offset: Vec<i64> = if collapse {
             out.extend(&sizes[1..]);
-            offset = (1..v.shape.rank() as i64).collect();
+            (1..v.shape.rank() as i64).collect()
         } else {
             out.extend(&sizes);
-            offset = (1..=v.shape.rank() as i64).collect();
-        }
+            (1..=v.shape.rank() as i64).collect()
+        };
         let attrs = format!(
             "offset_dims={}, collapsed_slice_dims={}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={}",
             list(&offset),

@@ -187,9 +187,8 @@ pub fn prop_pipeline(m: &Module, text: &str) -> Result<Module, Failure> {
 
 /// One reference run inside a pool of `threads` threads.
 fn eval_in(m: &Module, args: Vec<Value>, threads: usize, text: &str) -> Result<Value, Failure> {
-    let r = guard("eval", text, || {
-        pool(threads).install(|| Evaluator::new(m).run(args))
-    })?;
+    // Guarded inside the pool: the panic happens (and is recorded) on the pool's thread.
+    let r = pool(threads).install(|| guard("eval", text, || Evaluator::new(m).run(args)))?;
     r.map_err(|e| fail("eval", text, format!("reference evaluation failed: {e}")))
 }
 
@@ -338,7 +337,7 @@ pub fn check_module(text: &str, seed: u64) -> Result<(), Failure> {
     prop_pipeline(&m, text)?;
     let args = guard("eval", text, || inputs(&m, seed))?
         .map_err(|e| fail("eval", text, format!("input generation failed: {e}")))?;
-    let threads = is_big(seed) || seed % 8 == 0;
+    let threads = is_big(seed) || seed.is_multiple_of(8);
     prop_eval_threads(&m, &args, text, threads)?;
     prop_diff(&m, args, text)
 }
@@ -487,15 +486,17 @@ pub fn check_mutant(seed: u64) -> Result<(), Failure> {
     let Ok(args) = guard("mutant-eval", &ctx, || inputs(&m, seed))? else {
         return Ok(());
     };
-    guard("mutant-eval", &ctx, || {
-        pool(1).install(|| Evaluator::new(&m).run(args.clone()))
-    })?
-    .ok();
-    if transformed {
-        guard("mutant-device", &ctx, || {
-            pool(1).install(|| hlosim::device::execute_on_device(&t, args, DeviceConfig::default()))
-        })?
+    pool(1)
+        .install(|| guard("mutant-eval", &ctx, || Evaluator::new(&m).run(args.clone())))?
         .ok();
+    if transformed {
+        pool(1)
+            .install(|| {
+                guard("mutant-device", &ctx, || {
+                    hlosim::device::execute_on_device(&t, args, DeviceConfig::default())
+                })
+            })?
+            .ok();
     }
     Ok(())
 }
@@ -548,7 +549,7 @@ pub fn run_cases(seed0: u64, n: u64, mutant_share: f64, keep: usize) -> (u64, Ve
                         );
                         fails.lock().unwrap().push((s, f));
                     }
-                    if n >= 100_000 && (i + 1) % 20_000 == 0 {
+                    if n >= 100_000 && (i + 1).is_multiple_of(20_000) {
                         eprintln!(
                             "fuzz: progress {} cases in {:.0} s, {} failures",
                             i + 1,
@@ -568,4 +569,39 @@ pub fn run_cases(seed0: u64, n: u64, mutant_share: f64, keep: usize) -> (u64, Ve
     let total = fails.len() as u64;
     fails.truncate(keep);
     (total, fails)
+}
+
+/// A regression case: a module text that once broke a property. Parses and verifies it; if
+/// the verifier accepts it, the pipeline, the reference evaluator and the device model must
+/// run it without a panic (errors are fine: a clear rejection is the fix for many).
+pub fn check_regression(text: &str) -> Result<(), Failure> {
+    let Ok(m) = guard("regression-parse", text, || parse_module(text))? else {
+        return Ok(());
+    };
+    if guard("regression-verify", text, || verify_module(&m))?.is_err() {
+        return Ok(());
+    }
+    let pm = PassManager::from_names(NEURON_PIPELINE).expect("the Neuron pipeline");
+    let mut t = m.clone();
+    let transformed = guard("regression-pipeline", text, || pm.run(&mut t))?.is_ok();
+    let Ok(args) = guard("regression-eval", text, || inputs(&m, 1))? else {
+        return Ok(());
+    };
+    pool(1)
+        .install(|| {
+            guard("regression-eval", text, || {
+                Evaluator::new(&m).run(args.clone())
+            })
+        })?
+        .ok();
+    if transformed {
+        pool(1)
+            .install(|| {
+                guard("regression-device", text, || {
+                    hlosim::device::execute_on_device(&t, args, DeviceConfig::default())
+                })
+            })?
+            .ok();
+    }
+    Ok(())
 }
