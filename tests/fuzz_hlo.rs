@@ -184,8 +184,8 @@ fn guard_reports_panic_location() {
 
 // ------------------------------------------------------------------ regressions
 //
-// Minimised failures found by the fuzzer; each file's header says what failed. Ignored while
-// the bug is still in src (the lead un-ignores them with the fix).
+// Minimised failures found by the fuzzer; each file's header says what failed and what the
+// fix was.
 
 fn regression(name: &str) {
     let path = format!(
@@ -199,7 +199,6 @@ fn regression(name: &str) {
 }
 
 #[test]
-#[ignore = "crash: verifier accepts a gather with slice size 0 in a collapsed dim; eval panics at src/eval/gather_scatter/gather.rs:132, see report"]
 fn regression_gather_collapsed_dim_slice_size_zero() {
     regression("gather_collapsed_dim_slice_size_zero");
 }

@@ -56,6 +56,11 @@ pub struct Args {
     /// with an error naming it.
     #[arg(long, value_name = "BYTES", value_parser = hlosim::eval::memory::parse_bytes)]
     pub max_memory: Option<u64>,
+    /// The most iterations one `while` loop may run (default 10000000). Reaching it stops
+    /// the run with an error (exit 2), never a truncated result; a loop whose state repeats
+    /// bit for bit is reported as never ending long before.
+    #[arg(long, value_name = "N", value_parser = super::bounds::count::<1, 1_000_000_000_000>)]
+    pub max_iterations: Option<usize>,
 }
 
 const AFTER_HELP: &str = "\
@@ -156,6 +161,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
         machine: Some(machine),
         strict: a.strict,
         max_memory: a.max_memory,
+        max_while_iterations: a.max_iterations.map(|n| n as u64),
     };
     let report = diff::diff_module_on_devices(&module, &pipeline, args, config, &opts)
         .map_err(|e| format!("{}: {e}", shown(&a.module)))?;

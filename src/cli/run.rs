@@ -59,6 +59,11 @@ pub struct Args {
     /// error naming it (exit 2).
     #[arg(long, value_name = "BYTES", value_parser = hlosim::eval::memory::parse_bytes)]
     pub max_memory: Option<u64>,
+    /// The most iterations one `while` loop may run (default 10000000). Reaching it stops
+    /// the run with an error (exit 2), never a truncated result; a loop whose state repeats
+    /// bit for bit is reported as never ending long before.
+    #[arg(long, value_name = "N", value_parser = super::bounds::count::<1, 1_000_000_000_000>)]
+    pub max_iterations: Option<usize>,
     /// Execution semantics.
     #[arg(long, value_enum, default_value = "reference")]
     pub mode: Mode,
@@ -191,6 +196,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
     let values = args.into_iter().map(Value::array).collect();
     let replica = Replica {
         budget: budget(&a),
+        max_while_iterations: max_iterations(&a),
         ..Replica::single()
     };
     let mut found = false;
@@ -229,6 +235,14 @@ pub fn run(a: Args) -> Result<Exit, String> {
         None => print!("{}", summarize(&refs)),
     }
     Ok(Exit::finding_if(found))
+}
+
+/// The `while` iteration bound (`--max-iterations`, else the documented default).
+fn max_iterations(a: &Args) -> u64 {
+    a.max_iterations.map_or(
+        hlosim::eval::control_flow::DEFAULT_MAX_WHILE_ITERATIONS,
+        |n| n as u64,
+    )
 }
 
 /// The memory budget all devices share.
@@ -318,7 +332,8 @@ fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<Exit
     let results: Vec<Value> = match a.mode {
         Mode::Reference => {
             let options = eval_options(a);
-            run_with_budget(devices, budget(a), |rep| {
+            run_with_budget(devices, budget(a), |mut rep| {
+                rep.max_while_iterations = max_iterations(a);
                 let d = rep.device;
                 let mut ev = Evaluator::with_options(m, options);
                 ev.set_replica(rep);
@@ -328,7 +343,8 @@ fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<Exit
         }
         Mode::Device => {
             let config = device_config(a)?;
-            let runs = run_with_budget(devices, budget(a), |rep| {
+            let runs = run_with_budget(devices, budget(a), |mut rep| {
+                rep.max_while_iterations = max_iterations(a);
                 let d = rep.device;
                 let config = DeviceConfig {
                     replica: rep,

@@ -53,6 +53,9 @@ pub struct DiffOptions {
     /// Memory budget in bytes shared by every device of each run (None: the default, see
     /// [`crate::eval::memory`]).
     pub max_memory: Option<u64>,
+    /// The most iterations one `while` loop may run in either run (None: the default,
+    /// [`crate::eval::control_flow::DEFAULT_MAX_WHILE_ITERATIONS`]).
+    pub max_while_iterations: Option<u64>,
 }
 
 impl Default for DiffOptions {
@@ -64,6 +67,7 @@ impl Default for DiffOptions {
             machine: None,
             strict: false,
             max_memory: None,
+            max_while_iterations: None,
         }
     }
 }
@@ -201,6 +205,9 @@ pub fn diff_module_on_devices(
     let device_args = slots(args.clone());
     let reference_args = slots(args);
 
+    let iterations = opts
+        .max_while_iterations
+        .unwrap_or(crate::eval::control_flow::DEFAULT_MAX_WHILE_ITERATIONS);
     // The reference run, recording the values the device side compares with.
     let budget = || {
         std::sync::Arc::new(match opts.max_memory {
@@ -209,7 +216,8 @@ pub fn diff_module_on_devices(
         })
     };
     let reference: Vec<(Value, attribution::RefStore)> =
-        run_with_budget(devices, budget(), |rep| {
+        run_with_budget(devices, budget(), |mut rep| {
+            rep.max_while_iterations = iterations;
             let d = rep.device;
             let store = Rc::new(RefCell::new(attribution::RefStore {
                 values: vec![None; n],
@@ -248,7 +256,8 @@ pub fn diff_module_on_devices(
         .map(|_| Mutex::new(DeviceFindings::default()))
         .collect();
     let transformed = &transformed;
-    let run = run_with_budget(devices, budget(), |rep| {
+    let run = run_with_budget(devices, budget(), |mut rep| {
+        rep.max_while_iterations = iterations;
         let d = rep.device;
         let store = stores[d]
             .lock()

@@ -427,10 +427,20 @@ fn declared_elements(m: &Module) -> u64 {
         .fold(0, |x, y| x.saturating_add(y))
 }
 
-/// Evaluate a mutant only when it is cheap and cannot loop for long: at most this many
-/// declared elements and no `while` (a mutated loop bound can run to hlosim's 10^9 iteration
-/// limit; issue 15 item 4 adds repeat detection — then loops can be evaluated too).
+/// Evaluate a mutant only when it is cheap: at most this many declared elements.
 const MUTANT_EVAL_ELEMENTS: u64 = 1 << 16;
+
+/// A mutated loop bound may make a loop run for long (or forever without repeating): mutants
+/// run with this `while` bound, and the error it gives is an accepted outcome.
+const MUTANT_MAX_ITERATIONS: u64 = 1000;
+
+/// The replica a mutant runs as: one device, the mutant iteration bound.
+fn mutant_replica() -> hlosim::eval::Replica {
+    hlosim::eval::Replica {
+        max_while_iterations: MUTANT_MAX_ITERATIONS,
+        ..hlosim::eval::Replica::single()
+    }
+}
 
 /// A mutation case: a corpus or generated module, 1..=3 mutations, then print → parse,
 /// verify, pipeline and (when cheap) evaluation; errors are fine, panics are not.
@@ -476,24 +486,33 @@ pub fn check_mutant(seed: u64) -> Result<(), Failure> {
             print_module(&t)
         })?;
     }
-    let has_while = m
-        .computations
-        .iter()
-        .any(|c| c.instructions.iter().any(|i| i.opcode == Opcode::While));
-    if has_while || declared_elements(&m) > MUTANT_EVAL_ELEMENTS {
+    if declared_elements(&m) > MUTANT_EVAL_ELEMENTS {
         return Ok(());
     }
     let Ok(args) = guard("mutant-eval", &ctx, || inputs(&m, seed))? else {
         return Ok(());
     };
     pool(1)
-        .install(|| guard("mutant-eval", &ctx, || Evaluator::new(&m).run(args.clone())))?
+        .install(|| {
+            guard("mutant-eval", &ctx, || {
+                let mut ev = Evaluator::new(&m);
+                ev.set_replica(mutant_replica());
+                ev.run(args.clone())
+            })
+        })?
         .ok();
     if transformed {
         pool(1)
             .install(|| {
                 guard("mutant-device", &ctx, || {
-                    hlosim::device::execute_on_device(&t, args, DeviceConfig::default())
+                    hlosim::device::execute_on_device(
+                        &t,
+                        args,
+                        DeviceConfig {
+                            replica: mutant_replica(),
+                            ..DeviceConfig::default()
+                        },
+                    )
                 })
             })?
             .ok();
