@@ -9,25 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod cli_util;
+use cli_util::{f32s, hlosim, s, stderr};
+
 const MODULE: &str = "HloModule small\n\nENTRY e {\n  x = f32[4]{0} parameter(0)\n  ROOT y = f32[4]{0} add(x, x)\n}\n";
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hlosim-rel-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("m.hlo"), MODULE).unwrap();
-    d
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn hlosim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlosim"))
-        .args(args)
-        .output()
-        .expect("run hlosim")
+    cli_util::scratch_dir("rel", name, MODULE)
 }
 
 /// `hlosim ARGS` with `input` on standard input.
@@ -43,19 +31,8 @@ fn hlosim_stdin(args: &[&str], input: &[u8]) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn f32s(v: &[f32]) -> ArrayLiteral {
-    ArrayLiteral {
-        shape: ArrayShape::new(ElementType::F32, vec![v.len() as i64]),
-        data: ArrayData::F32(v.to_vec()),
-    }
 }
 
 fn bf16s(v: &[f32]) -> ArrayLiteral {

@@ -6,11 +6,14 @@
 
 #![cfg(unix)]
 
-use hlosim::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
+use hlosim::hlo::ArrayData;
 use hlosim::io::npz::{read_npz, write_npz};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+mod cli_util;
+use cli_util::{f32s, hlosim, s, stderr};
 
 const MODULE: &str = "HloModule small\n\nENTRY e {\n  x = f32[3]{0} parameter(0)\n  ROOT y = f32[3]{0} add(x, x)\n}\n";
 
@@ -18,26 +21,7 @@ const MODULE: &str = "HloModule small\n\nENTRY e {\n  x = f32[3]{0} parameter(0)
 const BIG: &str = "HloModule big\n\nENTRY e {\n  c = f32[] constant(1.5)\n  ROOT b = f32[4194304]{0} broadcast(c), dimensions={}\n}\n";
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hlosim-files-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("m.hlo"), MODULE).unwrap();
-    d
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn hlosim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlosim"))
-        .args(args)
-        .output()
-        .expect("run hlosim")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    cli_util::scratch_dir("files", name, MODULE)
 }
 
 /// Names in `d`, sorted.
@@ -48,13 +32,6 @@ fn listing(d: &Path) -> Vec<String> {
         .collect();
     v.sort();
     v
-}
-
-fn f32s(v: &[f32]) -> ArrayLiteral {
-    ArrayLiteral {
-        shape: ArrayShape::new(ElementType::F32, vec![v.len() as i64]),
-        data: ArrayData::F32(v.to_vec()),
-    }
 }
 
 /// `hlosim ARGS` with the file-size limit `limit` bytes (RLIMIT_FSIZE) in the child.
