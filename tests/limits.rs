@@ -407,3 +407,25 @@ fn diff_long(n: usize) -> diff::DiffReport {
     )
     .unwrap()
 }
+
+#[test]
+fn the_llama2_corpus_module_stops_at_the_budget_naming_its_broadcast() {
+    // Its attention mask broadcast is pred[1024,4096,32000] = 1024·4096·32000 bytes = 125 GiB,
+    // which used to abort the process in the allocator. With an 8 GiB budget it is refused
+    // before anything that large is allocated.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/corpus/real/kahfizulkifli__llama2__llama2_dp=1_tp=1_pp=1.hlo"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlosim"))
+        .args(["diff", path, "--seed", "1", "--max-memory", "8G"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("(broadcast pred[1024,4096,32000]{2,1,0}) needs 125.0 GiB more")
+            && err.contains("the limit is 8.0 GiB"),
+        "{err}"
+    );
+}
