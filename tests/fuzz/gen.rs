@@ -1824,15 +1824,12 @@ impl Gen {
                 self.emit(b, src.shape.with_ty(ty), "convert", &[&src], "")
             }
         };
-        let targets = [
-            "AwsNeuronErf",
-            "AwsNeuronGelu",
-            "AwsNeuronGeluBackward",
-            "AwsNeuronGeluApprxTanh",
-            "AwsNeuronSilu",
-            "AwsNeuronSiluBackward",
-            "AwsNeuronTransferWithStaticRing",
-        ];
+        // The activations legalize-intrinsics lowers, and the ring transfer it removes.
+        let targets: Vec<&str> = hlosim::passes::legalize_intrinsics::ACTIVATIONS
+            .iter()
+            .copied()
+            .chain([hlosim::neuron::TRANSFER_WITH_STATIC_RING])
+            .collect();
         let t = *targets.choose(&mut self.rng).unwrap();
         let api = if self.rng.gen_bool(0.5) {
             ", api_version=API_VERSION_UNSPECIFIED"
