@@ -16,6 +16,7 @@ const SUITE: &[&str] = &[
     "tests/fixtures/diff/compares.hlo",
     "tests/fixtures/diff/gather_index.hlo",
     "tests/fixtures/diff/rewired.hlo",
+    "tests/fixtures/diff/inlined_call.hlo",
     "models/hlo/backward_gelu_silu.hlo",
     "models/hlo/bert_mlp_gelu.hlo",
     "models/hlo/llama_mlp_silu.hlo",
@@ -250,6 +251,26 @@ fn rewired_operands_are_a_divergence_not_amplification() {
     let d = r.first_divergence.as_ref().expect("a divergence");
     assert_eq!(d.instruction, "d", "{}", r.render());
     assert!(!d.amplified);
+}
+
+/// An inlined call is replayed on its own operands: with the correct pipeline it passes (the
+/// suite test), and when a pass breaks its callee the call is the first divergence, not an
+/// amplification of differences it received.
+#[test]
+fn broken_callee_is_a_divergence_at_the_inlined_call() {
+    let m = load("tests/fixtures/diff/inlined_call.hlo");
+    let r = run(
+        &m,
+        &neuron_with(Mutation::CompareDirectionFlipped),
+        inputs(&m, 0, 0.0),
+    );
+    assert!(!r.passed, "{}", r.render());
+    let d = r.first_divergence.as_ref().expect("a divergence");
+    assert_eq!(d.instruction, "picked", "{}", r.render());
+    assert!(!d.amplified, "{}", r.render());
+    assert!(d.operands_differed.is_empty(), "{}", r.render());
+    // %acted computed the right function (its operand %neg.b was removed by dce).
+    assert_eq!(r.divergent_instructions, 1, "{}", r.render());
 }
 
 /// Total order key of an f32 (XLA TOTALORDER): -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.

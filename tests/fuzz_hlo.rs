@@ -204,9 +204,8 @@ fn regression_gather_collapsed_dim_slice_size_zero() {
 }
 
 /// A diff-property failure found by the long run: a false divergence in the differ (see the
-/// fixture's header). Ignored until the differ replays calls on their own operands.
+/// fixture's header), fixed by replaying an inlined call on its own operands.
 #[test]
-#[ignore = "open: the differ replays an inlined call on its callee root's operands (false divergence), see the fixture header"]
 fn regression_diff_amplified_through_inlined_call() {
     let path = format!(
         "{}/tests/fixtures/fuzz_regressions/diff_amplified_through_inlined_call.hlo",

@@ -105,6 +105,30 @@ pub struct Mapping {
     /// Whether the transformed root maps to the original root (so every output is compared
     /// and replayed like any other value).
     pub root_compared: bool,
+    /// Per transformed instruction that carries an inlined `call`'s value (its callee's root):
+    /// per operand of the call, the transformed instruction holding it. The replay applies the
+    /// call to these, since the inlined root's own operands are callee values the original
+    /// entry does not have. An operand without a holder (the callee ignores it, so dce
+    /// removed it) is replayed with its reference value, which `keep` retains. `None` for
+    /// everything that is not an inlined call.
+    pub call_operands: Vec<Option<Vec<Option<InstrId>>>>,
+}
+
+impl Mapping {
+    /// Per transformed instruction, how many observations after its own still read its device
+    /// value: its users, plus the inlined calls whose replay reads it.
+    pub fn device_uses(&self, tc: &Computation) -> Vec<u32> {
+        let mut uses = vec![0u32; tc.instructions.len()];
+        for ins in &tc.instructions {
+            for op in &ins.operands {
+                uses[op.index()] += 1;
+            }
+        }
+        for op in self.call_operands.iter().flatten().flatten().flatten() {
+            uses[op.index()] += 1;
+        }
+        uses
+    }
 }
 
 /// Whether instruction outputs map elementwise to operand elements.
@@ -168,13 +192,65 @@ pub fn build_mapping(original: &Module, transformed: &Module, prov: &Provenance)
         }
     }
     let root_compared = counterpart[tc.root.index()] == Some(oc.root);
+    let call_operands = inlined_call_operands(oc, tc, &counterpart);
+    for (ti, ops) in call_operands.iter().enumerate() {
+        let Some(ops) = ops else { continue };
+        let call = counterpart[ti].map(|o| oc.instr(o));
+        for (&oo, held) in call.map_or(&[][..], |c| &c.operands).iter().zip(ops) {
+            if held.is_none() {
+                keep[oo.index()] = true;
+            }
+        }
+    }
     Mapping {
         counterpart,
         uses,
         keep,
         position,
         root_compared,
+        call_operands,
     }
+}
+
+/// For each transformed instruction that stands for an original `call` but is not itself that
+/// call (call-inliner put the callee's root there), the transformed instructions that hold the
+/// call's operands: a parameter by number, anything else by its counterpart (the first
+/// transformed instruction compared with it).
+fn inlined_call_operands(
+    oc: &Computation,
+    tc: &Computation,
+    counterpart: &[Option<InstrId>],
+) -> Vec<Option<Vec<Option<InstrId>>>> {
+    let mut holder: Vec<Option<InstrId>> = vec![None; oc.instructions.len()];
+    for (ti, c) in counterpart.iter().enumerate() {
+        if let Some(o) = c {
+            holder[o.index()].get_or_insert(InstrId(ti as u32));
+        }
+    }
+    let mut params = std::collections::HashMap::new();
+    for (ti, ins) in tc.instructions.iter().enumerate() {
+        if ins.opcode == Opcode::Parameter {
+            params.insert(ins.attrs.parameter_number, InstrId(ti as u32));
+        }
+    }
+    let find = |oo: InstrId| -> Option<InstrId> {
+        let want = resolve_original(oc, oo);
+        let w = oc.instr(want);
+        if w.opcode == Opcode::Parameter {
+            params.get(&w.attrs.parameter_number).copied()
+        } else {
+            holder[want.index()]
+        }
+    };
+    counterpart
+        .iter()
+        .enumerate()
+        .map(|(ti, c)| {
+            let o = oc.instr((*c)?);
+            (o.opcode == Opcode::Call && tc.instructions[ti].opcode != Opcode::Call)
+                .then(|| o.operands.iter().map(|&oo| find(oo)).collect())
+        })
+        .collect()
 }
 
 /// The original value an operand really carries: looks through what the passes remove
@@ -298,7 +374,9 @@ impl Comparer<'_> {
             self.device_values[tid.index()] = Some(value.clone());
         }
         self.compare(transformed, tid, value);
-        for &op in &tc.instr(tid).operands {
+        let call_operands = self.mapping.call_operands[tid.index()].as_deref();
+        let held = call_operands.unwrap_or(&[]).iter().flatten();
+        for &op in tc.instr(tid).operands.iter().chain(held) {
             let u = &mut self.device_uses[op.index()];
             *u = u.saturating_sub(1);
             if *u == 0 {
@@ -319,7 +397,8 @@ impl Comparer<'_> {
         let oc = self.original.entry_computation();
         let tc = transformed.entry_computation();
         let (oins, tins) = (oc.instr(oid), tc.instr(tid));
-        if !operands_correspond(oc, tc, self.mapping, oins, tins) {
+        let inlined_call = self.mapping.call_operands[tid.index()].is_some();
+        if !inlined_call && !operands_correspond(oc, tc, self.mapping, oins, tins) {
             return false;
         }
         if oins.opcode.family() == crate::hlo::OpFamily::Collective {
@@ -328,11 +407,23 @@ impl Comparer<'_> {
             // as it was it applied the original function to the device's operands.
             return same_collective(oins, tins);
         }
-        let Some(ops) = tins.operands[..oins.operands.len()]
-            .iter()
-            .map(|o| self.device_values[o.index()].clone())
-            .collect::<Option<Vec<Value>>>()
-        else {
+        let ops = match &self.mapping.call_operands[tid.index()] {
+            Some(held) => {
+                let s = self.store.borrow();
+                held.iter()
+                    .zip(&oins.operands)
+                    .map(|(h, &oo)| match h {
+                        Some(t) => self.device_values[t.index()].clone(),
+                        None => s.values[oo.index()].clone(),
+                    })
+                    .collect::<Option<Vec<Value>>>()
+            }
+            None => tins.operands[..oins.operands.len()]
+                .iter()
+                .map(|o| self.device_values[o.index()].clone())
+                .collect(),
+        };
+        let Some(ops) = ops else {
             return false;
         };
         let refs: Vec<&Value> = ops.iter().collect();

@@ -246,12 +246,7 @@ pub fn diff_module_on_devices(
 
     // The device run, comparing every value as it is computed.
     let tc = transformed.entry_computation();
-    let mut device_uses = vec![0u32; tc.instructions.len()];
-    for ins in &tc.instructions {
-        for op in &ins.operands {
-            device_uses[op.index()] += 1;
-        }
-    }
+    let device_uses = mapping.device_uses(tc);
     let found: Vec<Mutex<DeviceFindings>> = (0..devices)
         .map(|_| Mutex::new(DeviceFindings::default()))
         .collect();
