@@ -163,10 +163,10 @@ fn a_machine_outside_physical_ranges_is_rejected_naming_field_value_and_range() 
             "1 to 1024",
         ),
         (
-            "fp32_factor = 4",
-            "fp32_factor = 100000",
-            "pe.fp32_factor = 100000",
-            "1 to 64",
+            "f32 = 0.25",
+            "f32 = 1e9",
+            "pe.relative_throughput.f32 = 1e9",
+            "9.765625e-4 to 1.024e3",
         ),
     ];
     for (from, to, field, range) in cases {

@@ -203,18 +203,37 @@ fn regression_gather_collapsed_dim_slice_size_zero() {
     regression("gather_collapsed_dim_slice_size_zero");
 }
 
-/// A diff-property failure found by the long run: a false divergence in the differ (see the
-/// fixture's header), fixed by replaying an inlined call on its own operands.
-#[test]
-fn regression_diff_amplified_through_inlined_call() {
+/// Runs the diff property on a long-run finding with the fuzzer's inputs for its seed (see
+/// each fixture's header for the failure and the fix).
+fn diff_regression(name: &str, seed: u64) {
     let path = format!(
-        "{}/tests/fixtures/fuzz_regressions/diff_amplified_through_inlined_call.hlo",
+        "{}/tests/fixtures/fuzz_regressions/{name}.hlo",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let m = hlosim::hlo::parse_module(&text).unwrap();
-    let args = fuzz::inputs(&m, 2010635).unwrap();
+    let args = fuzz::inputs(&m, seed).unwrap();
     if let Err(f) = fuzz::prop_diff(&m, args, &text) {
-        panic!("{f}");
+        panic!("{name}: {f}");
     }
+}
+
+/// A false divergence: an inlined call replayed on its callee root's operands, fixed by
+/// replaying it on its own.
+#[test]
+fn regression_diff_amplified_through_inlined_call() {
+    diff_regression("diff_amplified_through_inlined_call", 2010635);
+}
+
+/// A false failure: a root tuple that only regathers the sort's elements, replaced by the sort.
+#[test]
+fn regression_diff_regathered_root_tuple() {
+    diff_regression("diff_regathered_root_tuple", 3483188);
+}
+
+/// Open: a table difference amplified inside an inlined callee is blamed on the call.
+#[test]
+#[ignore = "open: the differ does not attribute inside inlined callees (see the fixture header)"]
+fn regression_diff_table_amplified_inside_inlined_call() {
+    diff_regression("diff_table_amplified_inside_inlined_call", 3739854);
 }

@@ -311,19 +311,18 @@ fn dependent_chain_pays_the_penalty_independent_ops_overlap() {
 fn matmul_costs_stationary_tiles() {
     // [256,512]·[512,384] bf16: K = 512 → 4 row tiles; either [512×384] stationary
     // (4·3 tiles × max(64, 256) = 3072) or [256×512] stationary (4·2 tiles × max(64, 384) =
-    // 3072). f32 runs 4× slower.
+    // 3072) — the bf16 cost; another type divides it by its throughput relative to bf16
+    // (`pe.relative_throughput`), rounded up to whole cycles.
     let c = Consts::load("trn2");
-    for (ty, factor) in [("bf16", 1u64), ("f32", c.u("pe.fp32_factor"))] {
+    for ty in ["bf16", "f32"] {
+        let rate = c.f(&format!("pe.relative_throughput.{ty}"));
+        let cycles = (3072.0 / rate).ceil() as u64 + c.u("pe.start_cycles");
         let text = format!("HloModule m\nENTRY e {{\n  x = {ty}[256,512] parameter(0)\n  w = {ty}[512,384] parameter(1)\n  ROOT d = {ty}[256,384] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n");
         let s = run(&text, "trn2", Chooser::FirstFit);
         let d = slice(&s, "d");
         assert_eq!(d.engine, Engine::Pe);
-        assert_eq!(d.cycles, Some(3072 * factor + c.u("pe.start_cycles")));
-        close(
-            d.cost_ns,
-            (3072 * factor + c.u("pe.start_cycles")) as f64 / c.f("pe.clock_ghz"),
-            "dot ns",
-        );
+        assert_eq!(d.cycles, Some(cycles), "{ty}");
+        close(d.cost_ns, cycles as f64 / c.f("pe.clock_ghz"), "dot ns");
     }
 }
 

@@ -42,6 +42,14 @@ pub struct Args {
     /// device error amplified by correct computations (see "Amplified" below).
     #[arg(long)]
     pub strict: bool,
+    /// List, per instruction, the error it introduced itself and the error its value
+    /// carries, largest first, labelled auto-cast (a cast matmul or operation), table (an
+    /// activation kernel) or exact, with the sum per source: which instructions explain an
+    /// output's difference from CPU. Costs one extra replay per instruction.
+    #[arg(long)]
+    pub precision_report: bool,
+    #[command(flatten)]
+    pub auto_cast: super::autocast::AutoCastArgs,
     /// Print the report as JSON (schema in docs/diff.md).
     #[arg(long)]
     pub json: bool,
@@ -97,6 +105,13 @@ reported as \"amplified\". Otherwise, or when its operands are not the original'
 divergence; the first one is named. An output beyond tolerance with no divergence anywhere
 (and a root that maps to the original root) is \"amplified\" and passes unless --strict.
 
+Auto-cast (--auto-cast, default none here: diff checks passes): the device run models
+neuronx-cc's cast of FP32 matmuls (matmult) or of every FP32 operation (all) to
+--auto-cast-type. An instruction beyond tolerance whose replay on its device operands, cast
+the same way, gives the device's result is \"precision (auto-cast)\": expected precision
+loss, not a wrong function; outputs it explains pass unless --strict. --precision-report
+shows which instructions the error comes from.
+
 Exit status: 0 every output within tolerance (or amplified, without --strict) and no
 error-level finding or broken pass postcondition; 1 otherwise (including a pass failing or
 the device run stopping); 2 usage or input errors, or a resource limit; 130 interrupted.";
@@ -115,7 +130,14 @@ pub fn run(a: Args) -> Result<Exit, String> {
         n => n,
     };
     let pipeline = PassManager::from_names(&names).map_err(|e| e.to_string())?;
-    let config = DeviceConfig::default();
+    let auto_cast = a
+        .auto_cast
+        .resolve(hlosim::device::autocast::CastMode::None, &machine);
+    a.auto_cast.warn_if_unused(&auto_cast);
+    let config = DeviceConfig {
+        auto_cast,
+        ..DeviceConfig::default()
+    };
     let devices = super::common::device_count(&module, a.replicas)?;
     let (args, inputs_description) = match &a.args {
         Some(p) if devices > 1 => (
@@ -162,6 +184,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
         strict: a.strict,
         max_memory: a.max_memory,
         max_while_iterations: a.max_iterations.map(|n| n as u64),
+        precision_report: a.precision_report,
     };
     let report = diff::diff_module_on_devices(&module, &pipeline, args, config, &opts)
         .map_err(|e| format!("{}: {e}", shown(&a.module)))?;

@@ -1,5 +1,6 @@
 //! Subcommand definitions and dispatch.
 
+mod autocast;
 mod bounds;
 mod common;
 mod diff;

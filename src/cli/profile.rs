@@ -7,7 +7,7 @@ use super::exit::Exit;
 use super::files::{write_text, Inputs};
 use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
 use hlosim::device::roster::Chooser;
-use hlosim::device::schedule::{profile_module_on, Profile};
+use hlosim::device::schedule::{profile_module_with, Profile};
 use hlosim::device::trace::chrome_trace;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -48,6 +48,8 @@ pub struct Args {
     /// replica_groups or source_target_pairs names, else 1.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub replicas: Option<u32>,
+    #[command(flatten)]
+    pub auto_cast: super::autocast::AutoCastArgs,
 }
 
 /// Runs `hlosim profile`.
@@ -68,7 +70,11 @@ pub fn run(a: Args) -> Result<Exit, String> {
         ChooserArg::Optimal => Chooser::Optimal,
     };
     let replicas = super::common::device_count(&module, a.replicas)?;
-    let (sched, profile) = profile_module_on(&module, &machine, chooser, replicas)
+    let auto_cast = a
+        .auto_cast
+        .resolve(hlosim::device::autocast::CastMode::Matmult, &machine);
+    a.auto_cast.warn_if_unused(&auto_cast);
+    let (sched, profile) = profile_module_with(&module, &machine, chooser, replicas, auto_cast)
         .map_err(|e| format!("{}: {e}", shown(&a.module)))?;
     if let Some(t) = &a.trace {
         let text = serde_json::to_string(&chrome_trace(&sched)).map_err(|e| e.to_string())?;
@@ -101,6 +107,16 @@ fn render(p: &Profile) -> String {
             format!("; {} devices, timeline of device 0", p.replicas)
         } else {
             String::new()
+        }
+    );
+    let _ = writeln!(
+        s,
+        "auto-cast: {}{}",
+        p.auto_cast,
+        if p.auto_cast.is_pre_2_27_default() {
+            " (neuronx-cc's default before Neuron SDK 2.27; --auto-cast none for full FP32)"
+        } else {
+            ""
         }
     );
     let _ = writeln!(

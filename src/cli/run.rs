@@ -1,9 +1,11 @@
 //! `hlosim run`: execute a module on arguments from `.npz`/`.npy` files and write or
 //! summarise its outputs.
 
+use super::autocast::AutoCastArgs;
 use super::common::{load_module, TransformArgs};
 use super::exit::Exit;
 use super::files::Inputs;
+use hlosim::device::autocast::{AutoCast, CastMode};
 use hlosim::device::DeviceRun;
 use hlosim::device::{
     act_engine::TableSet,
@@ -73,6 +75,8 @@ pub struct Args {
     pub machine: Option<String>,
     #[command(flatten)]
     pub transform: TransformArgs,
+    #[command(flatten)]
+    pub auto_cast: AutoCastArgs,
     /// Device mode: how activation table sets are chosen.
     #[arg(long, value_enum, default_value = "first-fit")]
     pub chooser: ChooserArg,
@@ -125,12 +129,33 @@ fn device_config(a: &Args) -> Result<DeviceConfig, String> {
         ChooserArg::FirstFit => Chooser::FirstFit,
         ChooserArg::Optimal => Chooser::Optimal,
     };
+    let machine = match &a.machine {
+        Some(m) => Machine::resolve(m).map_err(|e| e.to_string())?,
+        None => Machine::default_machine(),
+    };
+    let auto_cast = a.auto_cast.resolve(CastMode::Matmult, &machine);
+    a.auto_cast.warn_if_unused(&auto_cast);
+    eprintln!(
+        "{}",
+        auto_cast_note(&auto_cast, a.auto_cast.auto_cast.is_none())
+    );
     Ok(DeviceConfig {
         roster,
         tables,
         chooser,
         replica: hlosim::eval::Replica::single(),
+        auto_cast,
     })
+}
+
+/// The line that says which auto-cast the device run models (stderr, every device run).
+fn auto_cast_note(cast: &AutoCast, defaulted: bool) -> String {
+    let why = if defaulted {
+        " — neuronx-cc's default before Neuron SDK 2.27; --auto-cast none for its later default"
+    } else {
+        ""
+    };
+    format!("auto-cast: {cast}{why}")
 }
 
 /// Every file `hlosim run` reads, for refusing an output that is one of them.
@@ -271,6 +296,12 @@ fn per_device_layout(path: &Path) -> bool {
 /// several run).
 fn report_device_run(run: &DeviceRun, device: Option<usize>) {
     let prefix = device.map(|d| format!("device {d}: ")).unwrap_or_default();
+    if run.cast_instructions > 0 {
+        eprintln!(
+            "{prefix}auto-cast rounded the operands of {} instruction execution(s)",
+            run.cast_instructions
+        );
+    }
     for f in &run.findings {
         eprintln!("{prefix}{f}");
     }
@@ -295,7 +326,13 @@ fn device_json(run: &DeviceRun) -> serde_json::Value {
         .iter()
         .map(|l| l.shape.to_string())
         .collect();
-    serde_json::json!({ "findings": run.findings, "table_loads": run.loads, "outputs": shapes })
+    serde_json::json!({
+        "auto_cast": run.auto_cast,
+        "cast_instructions": run.cast_instructions,
+        "findings": run.findings,
+        "table_loads": run.loads,
+        "outputs": shapes,
+    })
 }
 
 /// `hlosim run` on several simulated devices.

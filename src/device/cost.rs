@@ -30,6 +30,7 @@
 //! Nested computations (reducers, comparators, map bodies) are never scheduled: each
 //! arithmetic instruction in them adds one streaming pass to the calling instruction.
 
+use super::autocast::{AutoCast, CastMode, CastType};
 use super::machine::{Machine, StreamEngine};
 use crate::hlo::{CompId, Computation, ElementType, Instruction, Module, Opcode, Shape};
 use crate::neuron::{self, KernelTarget};
@@ -278,9 +279,10 @@ pub fn stream_cycles(
 
 /// PE cycles for a matmul of `batch` independent [M×K]·[K×N] products: the compiler may make
 /// either operand stationary, so the cheaper of `ceil(K/rows)·ceil(N/cols)·max(min, M)` and
-/// `ceil(K/rows)·ceil(M/cols)·max(min, N)` per product, times `fp32_factor` when `fp32`,
+/// `ceil(K/rows)·ceil(M/cols)·max(min, N)` per product — the bf16 cost — divided by the
+/// operands' `throughput` relative to bf16 (the machine file's `pe.relative_throughput`),
 /// plus the start cost.
-pub fn matmul_cycles(m: &Machine, batch: u64, mm: u64, k: u64, n: u64, fp32: bool) -> u64 {
+pub fn matmul_cycles(m: &Machine, batch: u64, mm: u64, k: u64, n: u64, throughput: f64) -> u64 {
     let pe = &m.pe;
     let kt = k.div_ceil(pe.rows).max(1);
     let a = kt
@@ -289,12 +291,10 @@ pub fn matmul_cycles(m: &Machine, batch: u64, mm: u64, k: u64, n: u64, fp32: boo
     let b = kt
         .saturating_mul(mm.div_ceil(pe.cols).max(1))
         .saturating_mul(pe.min_moving_cycles.max(n));
-    let factor = if fp32 { pe.fp32_factor } else { 1 };
-    batch
-        .max(1)
-        .saturating_mul(a.min(b))
-        .saturating_mul(factor)
-        .saturating_add(pe.start_cycles)
+    let bf16 = batch.max(1).saturating_mul(a.min(b));
+    // Float-to-int casts saturate, so an enormous product stays u64::MAX.
+    let scaled = (bf16 as f64 / throughput).ceil() as u64;
+    scaled.saturating_add(pe.start_cycles)
 }
 
 /// DMA time in ns: fixed latency plus bytes over bandwidth (GB/s = bytes/ns).
@@ -337,6 +337,8 @@ pub struct CostModel<'a> {
     pub machine: &'a Machine,
     pub module: &'a Module,
     pub replicas: usize,
+    /// The compiler's auto-cast: which operations run in a narrower type, and so faster.
+    pub auto_cast: AutoCast,
     /// Per called computation, its instructions' summed time per engine (computed once: a
     /// computation called from many places, or from a deep chain of calls, is costed once).
     bodies: std::cell::RefCell<std::collections::HashMap<CompId, [f64; 5]>>,
@@ -349,7 +351,24 @@ impl<'a> CostModel<'a> {
             machine,
             module,
             replicas,
+            auto_cast: AutoCast::none(),
             bodies: Default::default(),
+        }
+    }
+
+    /// The type whose rate an instruction streams at: [`data_type`], except that under
+    /// auto-cast `all` an f32 arithmetic instruction streams its cast type (tf32 keeps f32's
+    /// streaming rate: it is still 32 bits wide in SBUF).
+    fn streamed_type(&self, comp: &Computation, ins: &Instruction) -> ElementType {
+        let ty = data_type(comp, ins);
+        let cast = self.auto_cast.mode == CastMode::All
+            && ty == ElementType::F32
+            && self.auto_cast.scope(comp, ins, false).is_some();
+        match (cast, self.auto_cast.ty) {
+            (true, CastType::Bf16) => ElementType::BF16,
+            (true, CastType::Fp16) => ElementType::F16,
+            (true, CastType::Fp8E4m3) => ElementType::F8E4M3FN,
+            _ => ty,
         }
     }
 }
@@ -480,7 +499,7 @@ impl<'a> CostModel<'a> {
 
     /// The cost of instruction `ins` of computation `comp`; None when it is free.
     pub fn cost(&self, comp: &Computation, ins: &Instruction) -> Result<Option<Cost>, CostError> {
-        let ty = data_type(comp, ins);
+        let ty = self.streamed_type(comp, ins);
         let result_elems = leaf_elements(&ins.shape);
         let operand_elems = |i: usize| -> u64 {
             ins.operands
@@ -590,7 +609,17 @@ impl<'a> CostModel<'a> {
         };
         let lhs = operand(0)?;
         let rhs = operand(1)?;
-        let fp32 = lhs.ty.bit_width() >= 32 || rhs.ty.bit_width() >= 32;
+        // The slower operand type sets the rate; auto-cast turns f32 operands into its type.
+        let pe = &self.machine.pe;
+        let rate = |ty: ElementType| match self.auto_cast.mode {
+            CastMode::None => pe.throughput_of(ty),
+            _ if ty == ElementType::F32 => pe.throughput(
+                self.auto_cast.ty.machine_key(),
+                self.auto_cast.ty == CastType::Fp8E4m3,
+            ),
+            _ => pe.throughput_of(ty),
+        };
+        let throughput = rate(lhs.ty).min(rate(rhs.ty));
         let prod = |dims: &[i64], idx: &[i64]| -> u64 {
             idx.iter()
                 .map(|&d| dims.get(d.max(0) as usize).copied().unwrap_or(1).max(0) as u64)
@@ -634,7 +663,7 @@ impl<'a> CostModel<'a> {
                 (groups, moving, k.max(1), (fo / groups).max(1))
             }
         };
-        let cycles = matmul_cycles(self.machine, batch, mm, k, n, fp32);
+        let cycles = matmul_cycles(self.machine, batch, mm, k, n, throughput);
         Ok(Cost {
             engine: Engine::Pe,
             ns: cycles as f64 / self.machine.pe.clock_ghz,

@@ -3,6 +3,7 @@
 //! It records findings and table loads for the report.
 
 use super::act_engine::{ActEngine, TableLoad, TableSet};
+use super::autocast::{AutoCast, CastHooks};
 use super::compare_unit;
 use super::findings::{Finding, FindingKind};
 use super::roster::{Chooser, Roster};
@@ -21,6 +22,8 @@ pub struct DeviceConfig {
     /// Which simulated device this run is, when several run the program
     /// ([`crate::eval::run_on_devices`]); device 0 of 1 by default.
     pub replica: Replica,
+    /// The compiler's auto-cast to model (none by default: the module's own precision).
+    pub auto_cast: AutoCast,
 }
 
 impl Default for DeviceConfig {
@@ -31,6 +34,7 @@ impl Default for DeviceConfig {
             tables: TableSet::trainium(),
             chooser: Chooser::FirstFit,
             replica: Replica::single(),
+            auto_cast: AutoCast::none(),
         }
     }
 }
@@ -40,12 +44,18 @@ pub struct DeviceRun {
     pub result: Value,
     pub findings: Vec<Finding>,
     pub loads: Vec<TableLoad>,
+    /// The auto-cast the run modelled.
+    pub auto_cast: AutoCast,
+    /// Instruction executions the auto-cast rounded (0 without auto-cast).
+    pub cast_instructions: u64,
 }
 
 /// Shared state the hooks write and the caller reads after the run.
 struct State {
     engine: ActEngine,
     findings: Vec<Finding>,
+    /// Instruction executions the auto-cast rounded.
+    cast_count: u64,
 }
 
 /// Sees every value the device run computes in the entry computation, in execution order
@@ -55,9 +65,29 @@ pub type DeviceObserver<'o> = dyn FnMut(&Module, InstrId, &Value) + 'o;
 struct DeviceHooks<'o> {
     state: Rc<RefCell<State>>,
     observer: Option<&'o mut DeviceObserver<'o>>,
+    cast: CastHooks,
 }
 
 impl Hooks for DeviceHooks<'_> {
+    fn cast_operands(
+        &mut self,
+        module: &Module,
+        c: CompId,
+        id: InstrId,
+        ops: &[&Value],
+    ) -> Option<Vec<Value>> {
+        let (cast, counted) = self.cast.cast_operands(module, c, id, ops);
+        if counted {
+            self.state.borrow_mut().cast_count += 1;
+        }
+        cast
+    }
+
+    fn cast_result(&mut self, m: &Module, c: CompId, id: InstrId, value: Value) -> Value {
+        let _ = (m, c, id);
+        self.cast.cast_result(value)
+    }
+
     fn observe(&mut self, module: &Module, _c: CompId, id: InstrId, value: &Value) {
         if let Some(o) = self.observer.as_mut() {
             o(module, id, value);
@@ -142,6 +172,7 @@ pub fn execute_on_device_observed<'o>(
     observer: Option<&'o mut DeviceObserver<'o>>,
 ) -> Result<DeviceRun, crate::eval::EvalError> {
     let replica = config.replica;
+    let config_cast = config.auto_cast;
     let mut engine = ActEngine::new(config.roster, config.tables, config.chooser);
     let entry = module.entry_computation();
     let order = entry.post_order().unwrap_or_default();
@@ -164,16 +195,19 @@ pub fn execute_on_device_observed<'o>(
     let state = Rc::new(RefCell::new(State {
         engine,
         findings: Vec::new(),
+        cast_count: 0,
     }));
     let hooks = DeviceHooks {
         state: state.clone(),
         observer,
+        cast: CastHooks::new(config.auto_cast, module),
     };
     let result = {
         let mut ev = Evaluator::with_hooks(module, Box::new(hooks));
         ev.set_replica(replica);
         ev.run(args)?
     };
+
     let st = Rc::try_unwrap(state)
         .ok()
         .expect("hooks dropped with the evaluator")
@@ -182,5 +216,7 @@ pub fn execute_on_device_observed<'o>(
         result,
         findings: st.findings,
         loads: st.engine.loads,
+        auto_cast: config_cast,
+        cast_instructions: st.cast_count,
     })
 }

@@ -141,11 +141,69 @@ pub struct PeEngine {
     pub cols: u64,
     /// A stationary tile costs at least this many cycles of moving data.
     pub min_moving_cycles: u64,
-    /// Slow-down factor when an operand is fp32 (or wider).
-    pub fp32_factor: u64,
     /// Fixed cost per matmul instruction.
     pub start_cycles: u64,
+    /// Throughput by operand type relative to bf16 (a matmul takes its bf16 cycles divided by
+    /// this): keys are element type names, `tf32`, `f8` for every 8-bit float format, and
+    /// `default` (required) for the rest.
+    pub relative_throughput: BTreeMap<String, f64>,
 }
+
+impl PeEngine {
+    /// The throughput relative to bf16 for operands of the type named `key` (an element type
+    /// name or `tf32`); `eight_bit_float` selects the `f8` entry when there is no entry of
+    /// that name.
+    pub fn throughput(&self, key: &str, eight_bit_float: bool) -> f64 {
+        let t = &self.relative_throughput;
+        t.get(key)
+            .or_else(|| eight_bit_float.then(|| t.get("f8")).flatten())
+            .or_else(|| t.get("default"))
+            .copied()
+            .unwrap_or(1.0)
+    }
+
+    /// The throughput for operands of element type `ty`.
+    pub fn throughput_of(&self, ty: ElementType) -> f64 {
+        self.throughput(ty.name(), ty.is_narrow_float() && ty.bit_width() == 8)
+    }
+}
+
+/// How the target rounds auto-cast values to fp8_e4m3 (the format differs by generation).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CastModel {
+    /// The largest finite fp8_e4m3 value (240 for NeuronCore-v2/v3's FP8_EXP4, 448 for OCP
+    /// e4m3fn).
+    pub fp8_e4m3_max_finite: f64,
+    /// What a value beyond it becomes.
+    pub fp8_e4m3_overflow: OverflowRule,
+}
+
+/// What a cast does to a value beyond the format's largest finite value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverflowRule {
+    Nan,
+    Infinity,
+    Saturate,
+}
+
+impl CastModel {
+    /// The fp8_e4m3 format auto-cast rounds to on this machine.
+    pub fn fp8_e4m3(&self) -> crate::math::narrow::NarrowFormat {
+        use crate::math::narrow::{Overflow, FP8_E4M3};
+        NarrowFormat {
+            max_finite: self.fp8_e4m3_max_finite,
+            ..FP8_E4M3.with_overflow(match self.fp8_e4m3_overflow {
+                OverflowRule::Nan => Overflow::Nan,
+                OverflowRule::Infinity => Overflow::Infinity,
+                OverflowRule::Saturate => Overflow::Saturate,
+            })
+        }
+    }
+}
+
+use crate::math::narrow::NarrowFormat;
 
 /// The DMA queue: fixed latency plus bytes over bandwidth.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -195,6 +253,8 @@ pub struct Machine {
     pub dma: DmaEngine,
     /// Collectives between devices.
     pub collectives: CollectiveModel,
+    /// Auto-cast formats of this generation.
+    pub cast: CastModel,
 }
 
 /// Why a machine model could not be loaded.
@@ -308,10 +368,16 @@ pub mod limits {
         max: 1024,
         unit: "elements per cycle",
     };
-    /// PE slow-down for fp32 operands: 1 to 64.
-    pub const FP32_FACTOR: IntRange = IntRange {
-        min: 1,
-        max: 64,
+    /// PE throughput relative to bf16: 1/1024 to 1024.
+    pub const RELATIVE_THROUGHPUT: RealRange = RealRange {
+        min: 1.0 / 1024.0,
+        max: 1024.0,
+        unit: "",
+    };
+    /// Largest finite fp8_e4m3 value: one of the e4m3 grid's values from 1 to 480.
+    pub const FP8_MAX_FINITE: RealRange = RealRange {
+        min: 1.0,
+        max: 480.0,
         unit: "",
     };
     /// Bandwidths (DMA, NeuronLink): 1 MB/s to 1 PB/s.
@@ -471,8 +537,35 @@ impl Machine {
             in_u64("pe", "rows", self.pe.rows, LANES)?;
             in_u64("pe", "cols", self.pe.cols, LANES)?;
             in_u64("pe", "min_moving_cycles", self.pe.min_moving_cycles, CYCLES)?;
-            in_u64("pe", "fp32_factor", self.pe.fp32_factor, FP32_FACTOR)?;
             in_u64("pe", "start_cycles", self.pe.start_cycles, CYCLES)?;
+            let t = &self.pe.relative_throughput;
+            if !t.contains_key("default") {
+                return Err(MachineError::Invalid(
+                    "pe.relative_throughput: missing required key 'default'".into(),
+                ));
+            }
+            for (k, &v) in t {
+                if !matches!(k.as_str(), "default" | "f8" | "tf32")
+                    && ElementType::from_name(k).is_none()
+                {
+                    return Err(MachineError::Invalid(format!(
+                        "pe.relative_throughput.{}: not an element type name, 'tf32', 'f8' or 'default'",
+                        crate::io::excerpt(k)
+                    )));
+                }
+                in_f64("pe.relative_throughput", k, v, RELATIVE_THROUGHPUT)?;
+            }
+            let m = self.cast.fp8_e4m3_max_finite;
+            in_f64("cast", "fp8_e4m3_max_finite", m, FP8_MAX_FINITE)?;
+            if crate::math::narrow::FP8_E4M3
+                .with_overflow(crate::math::narrow::Overflow::Saturate)
+                .round_nearest_even(m as f32) as f64
+                != m
+            {
+                return Err(MachineError::Invalid(format!(
+                    "cast.fp8_e4m3_max_finite = {m}: not a value of the e4m3 grid (3 mantissa bits)"
+                )));
+            }
             in_f64(
                 "dma",
                 "bandwidth_gb_per_s",
@@ -540,8 +633,21 @@ mod tests {
             );
             assert_eq!(t.free_tile_elements, 65536);
             assert_eq!(t.act_table_load.time_ns, 1283.0);
-            assert_eq!(t.pe.fp32_factor, 4);
         }
+        // The public per-chip figures (docs/autocast.md): Trn1 FP32 47.5 of 190 TFLOPS, FP8 at
+        // the BF16 rate; Trn2 FP32 181 of 667, FP8 twice BF16. TF32 runs at the BF16 rate.
+        assert_eq!(t1.pe.throughput_of(ElementType::F32), 47.5 / 190.0);
+        assert_eq!(t1.pe.throughput_of(ElementType::F8E4M3FN), 1.0);
+        assert!((t2.pe.throughput_of(ElementType::F32) - 181.0 / 667.0).abs() < 1e-4);
+        assert_eq!(t2.pe.throughput_of(ElementType::F8E5M2), 2.0);
+        for t in [&t1, &t2, &t3] {
+            assert_eq!(t.pe.throughput("tf32", false), 1.0);
+            assert_eq!(t.pe.throughput_of(ElementType::BF16), 1.0);
+        }
+        assert_eq!(
+            (t1.cast.fp8_e4m3_max_finite, t3.cast.fp8_e4m3_max_finite),
+            (240.0, 448.0)
+        );
         // trn3: 2 per cycle for bf16/f16/fp8, 1 otherwise; earlier generations 1.
         use ElementType::*;
         for ty in [BF16, F16, F8E4M3FN, F8E5M2] {

@@ -3,6 +3,7 @@
 //! a legalized module on them.
 
 pub mod act_engine;
+pub mod autocast;
 pub mod compare_unit;
 pub mod cost;
 pub mod executor;

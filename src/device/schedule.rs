@@ -20,6 +20,7 @@
 //! Parameters and non-scalar constants are DMA loads; a final DMA slice stores the result.
 //! The estimate is the latest end of any slice.
 
+use super::autocast::AutoCast;
 use super::cost::{activation_of, leaf_bytes, Cost, CostError, CostModel, Engine};
 use super::machine::Machine;
 use super::roster::{Chooser, Roster, RosterError, SetPlan};
@@ -173,11 +174,25 @@ pub fn schedule_on(
     chooser: Chooser,
     replicas: usize,
 ) -> Result<Schedule, TimingError> {
+    schedule_with(module, machine, roster, chooser, replicas, AutoCast::none())
+}
+
+/// [`schedule_on`] under the compiler's auto-cast (cast matmuls run at their cast type's
+/// rate, see `pe.relative_throughput`).
+pub fn schedule_with(
+    module: &Module,
+    machine: &Machine,
+    roster: &Roster,
+    chooser: Chooser,
+    replicas: usize,
+    auto_cast: AutoCast,
+) -> Result<Schedule, TimingError> {
     let entry = module.entry_computation();
     let order = entry
         .post_order()
         .ok_or_else(|| TimingError::NotAcyclic(entry.name.clone()))?;
-    let model = CostModel::new(machine, module, replicas);
+    let mut model = CostModel::new(machine, module, replicas);
+    model.auto_cast = auto_cast;
 
     // The table plan over the activations in post order.
     let activations: Vec<InstrId> = order
@@ -426,9 +441,28 @@ pub fn profile_module_on(
     chooser: Chooser,
     replicas: usize,
 ) -> Result<(Schedule, Profile), TimingError> {
-    let s = schedule_on(transformed, machine, &Roster::trainium(), chooser, replicas)?;
+    profile_module_with(transformed, machine, chooser, replicas, AutoCast::none())
+}
+
+/// [`profile_module_on`] under the compiler's auto-cast; the profile names it.
+pub fn profile_module_with(
+    transformed: &Module,
+    machine: &Machine,
+    chooser: Chooser,
+    replicas: usize,
+    auto_cast: AutoCast,
+) -> Result<(Schedule, Profile), TimingError> {
+    let s = schedule_with(
+        transformed,
+        machine,
+        &Roster::trainium(),
+        chooser,
+        replicas,
+        auto_cast,
+    )?;
     let mut p = s.profile(machine);
     p.replicas = replicas;
+    p.auto_cast = auto_cast;
     Ok((s, p))
 }
 
@@ -508,6 +542,8 @@ pub struct Profile {
     pub replicas: usize,
     /// Time in collectives (the CC engine's busy time), ns.
     pub collectives_ns: f64,
+    /// The compiler auto-cast the estimate assumes.
+    pub auto_cast: AutoCast,
 }
 
 impl Schedule {
@@ -587,6 +623,7 @@ impl Schedule {
             act_share_of_total: ratio(act_busy, total),
             replicas: 1,
             collectives_ns,
+            auto_cast: AutoCast::none(),
         }
     }
 }

@@ -22,6 +22,7 @@
 
 use super::metrics::{self, compare_arrays, Metrics};
 use super::tolerance::Tolerances;
+use crate::device::autocast::{self, AutoCast};
 use crate::eval::{dispatch, Evaluator, Hooks, Value};
 use crate::hlo::{CompId, Computation, InstrId, Instruction, Module, NameIndex, Opcode};
 use crate::neuron;
@@ -63,6 +64,10 @@ pub struct Divergence {
     /// reference semantics applied to the device's operand values: the instruction amplified
     /// differences it received and did not compute a wrong function itself.
     pub amplified: bool,
+    /// Whether the device result equals the original instruction's semantics applied to the
+    /// device's operand values *cast as the auto-cast casts them*: the difference is the
+    /// documented precision loss of the compiler's auto-cast, not a wrong function.
+    pub precision: bool,
     /// For tuple values: which leaf diverged.
     pub leaf: usize,
     /// The simulated device whose values diverged (0 when one device runs).
@@ -90,6 +95,71 @@ fn operand_elements<'v>(
             }
         })
         .collect()
+}
+
+/// Why an instruction's device values are beyond tolerance (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    /// It computed a wrong function of its device inputs.
+    Divergent,
+    /// It computed the right function; its inputs already differed.
+    Amplified,
+    /// It computed the right function of its inputs as the auto-cast rounds them.
+    Precision,
+}
+
+/// One instruction of `diff --precision-report`: how much error it introduced itself (its
+/// device value against its own semantics applied to its device operands, uncast) and how
+/// much its value carries in all (against the reference). Errors are relative RMS norms over
+/// the finite elements: ‖device − x‖₂ / ‖reference‖₂.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PrecisionRow {
+    /// Original instruction name.
+    pub instruction: String,
+    pub opcode: String,
+    /// `auto-cast` (a cast instruction), `table` (an activation kernel) or `exact` (anything
+    /// else: its error is what it received, amplified or damped).
+    pub source: &'static str,
+    /// The error this instruction introduced.
+    pub introduced: f64,
+    /// The error its value carries (introduced plus received).
+    pub total: f64,
+    /// The simulated device.
+    pub device: usize,
+}
+
+/// ‖a − b‖₂ / ‖r‖₂ over the elements where all three are finite (0 when ‖r‖₂ is 0 and a = b);
+/// None when the arrays are not floats of one size.
+fn relative_rms(
+    a: &crate::hlo::ArrayLiteral,
+    b: &crate::hlo::ArrayLiteral,
+    r: &crate::hlo::ArrayLiteral,
+) -> Option<f64> {
+    if !r.shape.ty.is_float() {
+        return None;
+    }
+    let (a, b, r) = (
+        crate::math::f64_buffer::to_f64(a)?,
+        crate::math::f64_buffer::to_f64(b)?,
+        crate::math::f64_buffer::to_f64(r)?,
+    );
+    if a.len() != r.len() || b.len() != r.len() {
+        return None;
+    }
+    let (mut num, mut den) = (0f64, 0f64);
+    for ((x, y), z) in a.iter().zip(&b).zip(&r) {
+        if x.is_finite() && y.is_finite() && z.is_finite() {
+            num += (x - y) * (x - y);
+            den += z * z;
+        }
+    }
+    Some(if den > 0.0 {
+        (num / den).sqrt()
+    } else if num > 0.0 {
+        f64::INFINITY
+    } else {
+        0.0
+    })
 }
 
 /// The static mapping transformed entry instruction → original entry instruction.
@@ -191,7 +261,8 @@ pub fn build_mapping(original: &Module, transformed: &Module, prov: &Provenance)
             }
         }
     }
-    let root_compared = counterpart[tc.root.index()] == Some(oc.root);
+    let root_compared = counterpart[tc.root.index()]
+        .is_some_and(|c| c == oc.root || Some(c) == regathered_tuple(oc, oc.root));
     let call_operands = inlined_call_operands(oc, tc, &counterpart);
     for (ti, ops) in call_operands.iter().enumerate() {
         let Some(ops) = ops else { continue };
@@ -210,6 +281,31 @@ pub fn build_mapping(original: &Module, transformed: &Module, prov: &Provenance)
         root_compared,
         call_operands,
     }
+}
+
+/// The tuple `t` merely rebuilds, element by element in order (`tuple(gte(x, 0), ...,
+/// gte(x, n-1))` of an n-element `x`): tuple-simplifier replaces `t` by `x`, so comparing
+/// `x`'s value compares `t`'s.
+fn regathered_tuple(oc: &Computation, t: InstrId) -> Option<InstrId> {
+    let tuple = oc.instr(t);
+    if tuple.opcode != Opcode::Tuple || tuple.operands.is_empty() {
+        return None;
+    }
+    let mut source = None;
+    for (i, &op) in tuple.operands.iter().enumerate() {
+        let g = oc.instr(op);
+        let x = *g.operands.first()?;
+        let same = g.opcode == Opcode::GetTupleElement
+            && g.attrs.tuple_index == Some(i as i64)
+            && source.is_none_or(|s| s == x);
+        if !same {
+            return None;
+        }
+        source = Some(x);
+    }
+    let x = source?;
+    let shape = &oc.instr(x).shape;
+    (shape.is_tuple() && shape.tuple_elements().len() == tuple.operands.len()).then_some(x)
 }
 
 /// For each transformed instruction that stands for an original `call` but is not itself that
@@ -344,6 +440,10 @@ pub(crate) struct Comparer<'a> {
     pub original: &'a Module,
     /// Runs single original instructions on device values (the replay).
     pub replayer: Evaluator<'a>,
+    /// The auto-cast the device run applies, and a replayer that applies it inside called
+    /// computations (the replay of a cast instruction, see [`Cause::Precision`]).
+    pub cast: AutoCast,
+    pub cast_replayer: Evaluator<'a>,
     /// Per transformed entry instruction: its device value while users are pending.
     pub device_values: Vec<Option<Value>>,
     /// Per transformed entry instruction: users not yet observed.
@@ -352,6 +452,12 @@ pub(crate) struct Comparer<'a> {
     pub amplified: usize,
     /// The first of those, for the report.
     pub first_amplified: Option<Divergence>,
+    /// Instructions beyond tolerance through the auto-cast's rounding.
+    pub precision: usize,
+    /// The first of those, for the report.
+    pub first_precision: Option<Divergence>,
+    /// `diff --precision-report`: one row per compared float instruction (None: not asked).
+    pub precision_rows: Option<Vec<PrecisionRow>>,
     pub mapping: &'a Mapping,
     pub store: Rc<RefCell<RefStore>>,
     pub tolerances: &'a Tolerances,
@@ -385,29 +491,19 @@ impl Comparer<'_> {
         }
     }
 
-    /// Whether the device value of `tid` equals, within tolerance, original instruction
-    /// `oid`'s reference semantics applied to the device values of the corresponding operands.
-    fn replay_agrees(
-        &mut self,
+    /// The device values of the operands original instruction `oid` reads, as transformed
+    /// instruction `tid` holds them; None when they do not correspond (a pass rewired them)
+    /// or are gone.
+    fn device_operands(
+        &self,
         transformed: &Module,
         tid: InstrId,
         oid: InstrId,
-        value: &Value,
-    ) -> bool {
+    ) -> Option<Vec<Value>> {
         let oc = self.original.entry_computation();
         let tc = transformed.entry_computation();
         let (oins, tins) = (oc.instr(oid), tc.instr(tid));
-        let inlined_call = self.mapping.call_operands[tid.index()].is_some();
-        if !inlined_call && !operands_correspond(oc, tc, self.mapping, oins, tins) {
-            return false;
-        }
-        if oins.opcode.family() == crate::hlo::OpFamily::Collective {
-            // A collective needs the other devices' operands, which this device does not
-            // have. Both runs execute it with the same kernel, so when the pipeline left it
-            // as it was it applied the original function to the device's operands.
-            return same_collective(oins, tins);
-        }
-        let ops = match &self.mapping.call_operands[tid.index()] {
+        match &self.mapping.call_operands[tid.index()] {
             Some(held) => {
                 let s = self.store.borrow();
                 held.iter()
@@ -416,26 +512,146 @@ impl Comparer<'_> {
                         Some(t) => self.device_values[t.index()].clone(),
                         None => s.values[oo.index()].clone(),
                     })
-                    .collect::<Option<Vec<Value>>>()
+                    .collect()
             }
-            None => tins.operands[..oins.operands.len()]
-                .iter()
-                .map(|o| self.device_values[o.index()].clone())
-                .collect(),
-        };
-        let Some(ops) = ops else {
-            return false;
-        };
+            None => {
+                if !operands_correspond(oc, tc, self.mapping, oins, tins) {
+                    return None;
+                }
+                tins.operands[..oins.operands.len()]
+                    .iter()
+                    .map(|o| self.device_values[o.index()].clone())
+                    .collect()
+            }
+        }
+    }
+
+    /// Original instruction `oid`'s reference semantics applied to `ops`; with `cast`, the
+    /// operands (and, under `all`, the result) rounded as the device run rounded those of
+    /// transformed instruction `tid`, and called computations run under the cast.
+    fn replay(
+        &mut self,
+        transformed: &Module,
+        tid: InstrId,
+        oid: InstrId,
+        ops: &[Value],
+        cast: bool,
+    ) -> Option<Value> {
+        let oc = self.original.entry_computation();
+        let oins = oc.instr(oid);
+        if !cast {
+            let refs: Vec<&Value> = ops.iter().collect();
+            return dispatch(&mut self.replayer, oc, oins, &refs).ok();
+        }
+        let tc = transformed.entry_computation();
+        let scope = self.cast.scope(tc, tc.instr(tid), false);
+        let key = autocast::instruction_key(transformed.entry, tid, 0);
         let refs: Vec<&Value> = ops.iter().collect();
-        let Ok(replayed) = dispatch(&mut self.replayer, oc, oins, &refs) else {
-            return false;
+        let rounded = scope.and_then(|_| self.cast.round_operands(key, &refs));
+        let refs: Vec<&Value> = match &rounded {
+            Some(r) => r.iter().collect(),
+            None => refs,
         };
+        let v = dispatch(&mut self.cast_replayer, oc, oins, &refs).ok()?;
+        Some(match scope {
+            Some(autocast::Scope::OperandsAndResult) => self.cast.round_result(key, v),
+            _ => v,
+        })
+    }
+
+    /// Whether `replayed` equals the device value within tolerance, leaf by leaf.
+    fn agrees(&self, replayed: &Value, value: &Value) -> bool {
         let (rl, dl) = (replayed.leaves(), value.leaves());
         rl.len() == dl.len()
             && rl.iter().zip(&dl).all(|(r, d)| {
                 compare_arrays(r, d, &self.tolerances.get(r.shape.ty))
                     .is_ok_and(|m| m.within_tolerance())
             })
+    }
+
+    /// Why the device value of `tid` (counterpart of `oid`) is beyond tolerance: the replay
+    /// on the device's operands agrees (amplified), or agrees once the operands are cast as
+    /// the auto-cast casts them (precision), or neither (divergent).
+    fn cause(&mut self, transformed: &Module, tid: InstrId, oid: InstrId, value: &Value) -> Cause {
+        let oc = self.original.entry_computation();
+        let tc = transformed.entry_computation();
+        let (oins, tins) = (oc.instr(oid), tc.instr(tid));
+        if oins.opcode.family() == crate::hlo::OpFamily::Collective {
+            // A collective needs the other devices' operands, which this device does not
+            // have. Both runs execute it with the same kernel, so when the pipeline left it
+            // as it was it applied the original function to the device's operands.
+            let same = operands_correspond(oc, tc, self.mapping, oins, tins)
+                && same_collective(oins, tins);
+            return if same {
+                Cause::Amplified
+            } else {
+                Cause::Divergent
+            };
+        }
+        let Some(ops) = self.device_operands(transformed, tid, oid) else {
+            return Cause::Divergent;
+        };
+        if self
+            .replay(transformed, tid, oid, &ops, false)
+            .is_some_and(|r| self.agrees(&r, value))
+        {
+            return Cause::Amplified;
+        }
+        if self.cast.is_on()
+            && self
+                .replay(transformed, tid, oid, &ops, true)
+                .is_some_and(|r| self.agrees(&r, value))
+        {
+            return Cause::Precision;
+        }
+        Cause::Divergent
+    }
+
+    /// Adds the `--precision-report` row of `tid` (counterpart of `oid`).
+    fn precision_row(
+        &mut self,
+        transformed: &Module,
+        tid: InstrId,
+        oid: InstrId,
+        value: &Value,
+        reference: &Value,
+    ) {
+        if self.precision_rows.is_none() {
+            return;
+        }
+        let (Value::Array(d), Value::Array(r)) = (value, reference) else {
+            return;
+        };
+        let Some(total) = relative_rms(d, r, r) else {
+            return;
+        };
+        let replayed = self
+            .device_operands(transformed, tid, oid)
+            .and_then(|ops| self.replay(transformed, tid, oid, &ops, false));
+        let introduced = match &replayed {
+            Some(Value::Array(p)) => relative_rms(d, p, r).unwrap_or(total),
+            // Not replayable (rewired operands): everything it carries is its own.
+            _ => total,
+        };
+        let oins = self.original.entry_computation().instr(oid);
+        let tc = transformed.entry_computation();
+        let source = if self.cast.scope(tc, tc.instr(tid), false).is_some() {
+            "auto-cast"
+        } else if elementwise(oins) && oins.opcode == Opcode::CustomCall {
+            "table"
+        } else {
+            "exact"
+        };
+        if let Some(rows) = self.precision_rows.as_mut() {
+            rows.push(PrecisionRow {
+                instruction: oins.name.clone(),
+                opcode: oins.opcode.name().to_string(),
+                source,
+                introduced,
+                total,
+                device: self.device,
+            });
+        }
     }
 
     fn compare(&mut self, transformed: &Module, tid: InstrId, value: &Value) {
@@ -459,11 +675,12 @@ impl Comparer<'_> {
         let Some(reference) = reference else {
             return;
         };
+        self.precision_row(transformed, tid, oid, value, &reference);
         let (rl, dl) = (reference.leaves(), value.leaves());
         let position = self.mapping.position[oid.index()];
         let mut diverged = false;
         let mut differed = false;
-        let mut amplified = None;
+        let mut cause = None;
         for (leaf, (r, d)) in rl.iter().zip(&dl).enumerate() {
             let tol = self.tolerances.get(r.shape.ty);
             let m = match compare_arrays(r, d, &tol) {
@@ -479,12 +696,11 @@ impl Comparer<'_> {
                 continue;
             }
             diverged = true;
-            let amp =
-                *amplified.get_or_insert_with(|| self.replay_agrees(transformed, tid, oid, value));
-            let slot = if amp {
-                &self.first_amplified
-            } else {
-                &self.first
+            let why = *cause.get_or_insert_with(|| self.cause(transformed, tid, oid, value));
+            let slot = match why {
+                Cause::Amplified => &self.first_amplified,
+                Cause::Precision => &self.first_precision,
+                Cause::Divergent => &self.first,
             };
             if slot.as_ref().is_some_and(|f| f.position <= position) {
                 continue;
@@ -540,22 +756,24 @@ impl Comparer<'_> {
                 position,
                 device_instruction: tname.clone(),
                 operands_differed,
-                amplified: amp,
+                amplified: why == Cause::Amplified,
+                precision: why == Cause::Precision,
                 leaf,
                 device: self.device,
                 metrics: m,
                 examples,
             });
-            if amp {
-                self.first_amplified = record;
-            } else {
-                self.first = record;
+            match why {
+                Cause::Amplified => self.first_amplified = record,
+                Cause::Precision => self.first_precision = record,
+                Cause::Divergent => self.first = record,
             }
         }
         let st = &mut self.state[oid.index()];
         *st = (*st).max(if diverged { 2 } else { differed as u8 });
-        match (diverged, amplified) {
-            (true, Some(true)) => self.amplified += 1,
+        match (diverged, cause) {
+            (true, Some(Cause::Amplified)) => self.amplified += 1,
+            (true, Some(Cause::Precision)) => self.precision += 1,
             (true, _) => self.divergent += 1,
             _ => {}
         }

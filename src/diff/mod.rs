@@ -25,7 +25,7 @@ pub use report::{DiffReport, OutputReport};
 pub use tolerance::{Tolerance, Tolerances};
 
 use crate::device::machine::Machine;
-use crate::device::schedule::profile_module_on;
+use crate::device::schedule::profile_module_with;
 use crate::device::{execute_on_device_observed, DeviceConfig};
 use crate::eval::memory::MemoryBudget;
 use crate::eval::replicas::run_with_budget;
@@ -56,6 +56,9 @@ pub struct DiffOptions {
     /// The most iterations one `while` loop may run in either run (None: the default,
     /// [`crate::eval::control_flow::DEFAULT_MAX_WHILE_ITERATIONS`]).
     pub max_while_iterations: Option<u64>,
+    /// Collect the per-instruction precision report (`diff --precision-report`): one extra
+    /// replay per compared instruction.
+    pub precision_report: bool,
 }
 
 impl Default for DiffOptions {
@@ -68,6 +71,7 @@ impl Default for DiffOptions {
             strict: false,
             max_memory: None,
             max_while_iterations: None,
+            precision_report: false,
         }
     }
 }
@@ -116,6 +120,9 @@ struct DeviceFindings {
     divergent: usize,
     first_amplified: Option<Divergence>,
     amplified: usize,
+    first_precision: Option<Divergence>,
+    precision: usize,
+    rows: Vec<attribution::PrecisionRow>,
     errors: Vec<String>,
 }
 
@@ -158,6 +165,10 @@ pub fn diff_module_on_devices(
         divergent_instructions: 0,
         first_amplified: None,
         amplified_instructions: 0,
+        first_precision: None,
+        precision_instructions: 0,
+        precision_report: None,
+        auto_cast: device.auto_cast,
         strict: opts.strict,
         findings: Vec::new(),
         contract_violations: Vec::new(),
@@ -184,7 +195,7 @@ pub fn diff_module_on_devices(
         .map(|r| r.name.to_string())
         .collect();
     report.estimated_time_us = opts.machine.as_ref().and_then(|m| {
-        profile_module_on(&transformed, m, device.chooser, devices)
+        profile_module_with(&transformed, m, device.chooser, devices, device.auto_cast)
             .ok()
             .map(|(_, p)| p.total_us)
     });
@@ -272,6 +283,21 @@ pub fn diff_module_on_devices(
             device_uses: device_uses.clone(),
             amplified: 0,
             first_amplified: None,
+            cast: device.auto_cast,
+            cast_replayer: {
+                let mut e = Evaluator::with_hooks(
+                    original,
+                    Box::new(crate::device::autocast::CastHooks::new(
+                        device.auto_cast,
+                        original,
+                    )),
+                );
+                e.set_options(crate::eval::EvalOptions::as_written());
+                e
+            },
+            precision: 0,
+            first_precision: None,
+            precision_rows: opts.precision_report.then(Vec::new),
             mapping: &mapping,
             store: store.clone(),
             tolerances: &opts.tolerances,
@@ -296,6 +322,9 @@ pub fn diff_module_on_devices(
                 divergent: cmp.divergent,
                 first_amplified: cmp.first_amplified.take(),
                 amplified: cmp.amplified,
+                first_precision: cmp.first_precision.take(),
+                precision: cmp.precision,
+                rows: cmp.precision_rows.take().unwrap_or_default(),
                 errors: std::mem::take(&mut cmp.errors),
             };
         }
@@ -308,7 +337,23 @@ pub fn diff_module_on_devices(
         report.first_amplified = earlier(report.first_amplified.take(), f.first_amplified);
         report.divergent_instructions += f.divergent;
         report.amplified_instructions += f.amplified;
+        report.first_precision = earlier(report.first_precision.take(), f.first_precision);
+        report.precision_instructions += f.precision;
+        if opts.precision_report {
+            report
+                .precision_report
+                .get_or_insert_with(Vec::new)
+                .extend(f.rows);
+        }
         errors.extend(f.errors);
+    }
+    if let Some(rows) = report.precision_report.as_mut() {
+        // Largest introduced error first; ties (e.g. exact instructions at 0) by total.
+        rows.sort_by(|a, b| {
+            b.introduced
+                .total_cmp(&a.introduced)
+                .then(b.total.total_cmp(&a.total))
+        });
     }
     // Outputs beyond tolerance are explained when every value beyond tolerance on the way
     // was replayed and found to be the right function of its (in-tolerance) inputs.

@@ -1,9 +1,10 @@
 //! The diff report: its JSON schema (serde) and its text rendering.
 
-use super::attribution::Divergence;
+use super::attribution::{Divergence, PrecisionRow};
 use super::contract::Violation;
 use super::metrics::{Metrics, ULP_BUCKETS};
 use super::tolerance::Tolerance;
+use crate::device::autocast::AutoCast;
 use crate::device::{Finding, Level};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -69,6 +70,14 @@ impl OutputReport {
 ///   "first_amplified": {...same fields, "amplified": true} | null,
 ///   "amplified_instructions": n,          // beyond tolerance, but the right function of
 ///                                         // their device inputs
+///   "first_precision": {...same fields, "precision": true} | null,
+///   "precision_instructions": n,          // beyond tolerance, but the right function of
+///                                         // their device inputs cast as auto-cast casts them
+///   "precision_report": [{"instruction": "%dot.5", "opcode": "dot",
+///                         "source": "auto-cast" | "table" | "exact",
+///                         "introduced": x, "total": x, "device": d}] | null,
+///   "auto_cast": {"mode": "none" | "matmult" | "all", "type": "bf16" | "fp16" | "tf32" | "fp8_e4m3",
+///                 "rounding": "nearest_even" | "stochastic", "seed": n (stochastic only)},
 ///   "findings": [{"level": "warning"|"error", "device": d, "computation": "..", "instruction": "..",
 ///                 "kind": "total_order_compare", ..., "message": ".."}],
 ///   "contract_violations": [{"pass": "legalize-compare", "instruction": "..",
@@ -94,6 +103,15 @@ pub struct DiffReport {
     pub divergent_instructions: usize,
     pub first_amplified: Option<Divergence>,
     pub amplified_instructions: usize,
+    /// The first instruction beyond tolerance through the auto-cast's rounding.
+    pub first_precision: Option<Divergence>,
+    /// Instructions beyond tolerance through the auto-cast's rounding (the right function of
+    /// their operands as the compiler casts them).
+    pub precision_instructions: usize,
+    /// `--precision-report`: every compared float instruction, largest introduced error first.
+    pub precision_report: Option<Vec<PrecisionRow>>,
+    /// The auto-cast the device run modelled.
+    pub auto_cast: AutoCast,
     pub strict: bool,
     pub findings: Vec<Finding>,
     pub contract_violations: Vec<Violation>,
@@ -137,6 +155,7 @@ impl DiffReport {
                 .map(|m| format!("; machine {m}"))
                 .unwrap_or_default()
         );
+        let _ = writeln!(s, "auto-cast: {}", self.auto_cast);
         if let Some(e) = &self.transform_error {
             let _ = writeln!(s, "transform failed: {e}");
         }
@@ -190,10 +209,11 @@ impl DiffReport {
                 m.inf_mismatches,
                 m.both_nan,
                 o.tolerance,
-                if o.amplified && self.strict {
-                    "FAIL (amplified, --strict)"
-                } else {
-                    o.status()
+                match (o.amplified, self.strict, self.precision_instructions > 0) {
+                    (true, true, true) => "FAIL (precision, --strict)",
+                    (true, true, false) => "FAIL (amplified, --strict)",
+                    (true, false, true) => "precision (auto-cast)",
+                    _ => o.status(),
                 }
             );
             if m.max_ulp > 0 {
@@ -279,6 +299,25 @@ impl DiffReport {
             );
             render_examples(&mut s, d);
         }
+        if let Some(d) = &self.first_precision {
+            render_instruction(
+                &mut s,
+                "first precision (auto-cast)",
+                d,
+                self.precision_instructions,
+                "precision",
+                multi,
+            );
+            let _ = writeln!(
+                s,
+                "  replaying it on the device's operands rounded to {} gives the device's result: the difference is the auto-cast's rounding",
+                self.auto_cast.ty.name()
+            );
+            render_examples(&mut s, d);
+        }
+        if let Some(rows) = &self.precision_report {
+            render_precision(&mut s, rows, multi);
+        }
         if !self.contract_violations.is_empty() {
             let _ = writeln!(s, "\npass postconditions violated:");
             for v in &self.contract_violations {
@@ -301,6 +340,66 @@ impl DiffReport {
         let _ = writeln!(s, "\nresult: {}", if self.passed { "PASS" } else { "FAIL" });
         s
     }
+}
+
+/// Rows of the precision report shown in the text (JSON has them all).
+const PRECISION_ROWS_SHOWN: usize = 20;
+
+/// The `--precision-report` table: where the output error comes from, largest first, and
+/// the sum per source.
+fn render_precision(s: &mut String, rows: &[PrecisionRow], multi: bool) {
+    let _ = writeln!(
+        s,
+        "\nprecision report: error each instruction introduced itself (device vs its own semantics on its device operands) and carries in all (device vs reference), as relative RMS ‖Δ‖₂/‖reference‖₂"
+    );
+    let _ = writeln!(
+        s,
+        "  {:<32} {:<14} {:<10} {:>11} {:>11}",
+        "instruction", "opcode", "source", "introduced", "total"
+    );
+    for r in rows.iter().take(PRECISION_ROWS_SHOWN) {
+        let name = if multi {
+            format!("{} (device {})", r.instruction, r.device)
+        } else {
+            r.instruction.clone()
+        };
+        let _ = writeln!(
+            s,
+            "  {:<32} {:<14} {:<10} {:>11.3e} {:>11.3e}",
+            name, r.opcode, r.source, r.introduced, r.total
+        );
+    }
+    if rows.len() > PRECISION_ROWS_SHOWN {
+        let _ = writeln!(
+            s,
+            "  ... {} more (all in --json)",
+            rows.len() - PRECISION_ROWS_SHOWN
+        );
+    }
+    let mut sums: Vec<(&str, f64, usize)> = Vec::new();
+    for r in rows.iter().filter(|r| r.introduced > 0.0) {
+        match sums.iter_mut().find(|(k, _, _)| *k == r.source) {
+            Some(e) => {
+                e.1 += r.introduced;
+                e.2 += 1;
+            }
+            None => sums.push((r.source, r.introduced, 1)),
+        }
+    }
+    sums.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let parts: Vec<String> = sums
+        .iter()
+        .map(|(k, v, n)| format!("{k} {v:.3e} over {n} instruction(s)"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "  introduced in all, by source: {}",
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join("; ")
+        }
+    );
 }
 
 /// The headline of a divergent or amplified instruction.

@@ -163,6 +163,32 @@ pub trait Hooks {
         None
     }
 
+    /// Lets a device model change the values an instruction reads before any kernel (the
+    /// reference one or an intercepting one) runs: auto-cast rounds FP32 operands to the cast
+    /// type. `None` means "unchanged". Called for every instruction of every computation.
+    fn cast_operands(
+        &mut self,
+        _module: &Module,
+        _comp: CompId,
+        _id: InstrId,
+        _operands: &[&Value],
+    ) -> Option<Vec<Value>> {
+        None
+    }
+
+    /// Lets a device model change the value an instruction produced, before anyone sees it
+    /// (auto-cast `all` rounds FP32 results). Called for every instruction the evaluator
+    /// computes.
+    fn cast_result(
+        &mut self,
+        _module: &Module,
+        _comp: CompId,
+        _id: InstrId,
+        value: Value,
+    ) -> Value {
+        value
+    }
+
     /// Sees every value computed in the entry computation, in execution order (used for
     /// divergence attribution and cost accounting).
     fn observe(&mut self, _module: &Module, _comp: CompId, _id: InstrId, _value: &Value) {}
@@ -423,6 +449,11 @@ impl<'m> Evaluator<'m> {
                             .expect("operand evaluated before use (post order)")
                     })
                     .collect();
+                let cast = self.hooks.cast_operands(module, c, id, &ops);
+                let ops: Vec<&Value> = match &cast {
+                    Some(v) => v.iter().collect(),
+                    None => ops,
+                };
                 let root_here = if id == comp.root {
                     root_mode
                 } else {
@@ -470,7 +501,8 @@ impl<'m> Evaluator<'m> {
                         excess_precision::eval_widened(self, comp, &ins.shape, x, &xops)
                     }
                 };
-                r.map_err(|e| e.at(comp, ins))?
+                let r = r.map_err(|e| e.at(comp, ins))?;
+                self.hooks.cast_result(module, c, id, r)
             };
             if is_entry {
                 self.hooks.observe(module, c, id, &value);

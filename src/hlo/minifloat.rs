@@ -130,7 +130,12 @@ pub fn encode(ty: ElementType, v: f64) -> u8 {
         .map(|&(_, d)| d)
         .filter(|&d| d < max_finite)
         .fold(0f64, f64::max);
-    let overflow = v.is_infinite() || v.abs() >= max_finite + (max_finite - below_max) / 2.0;
+    // Halfway between the largest finite and the next step up is a tie: it rounds up (to
+    // infinity or NaN) only when the largest finite's encoding is odd, as ml_dtypes does
+    // (f8e4m3fn's 448 is 0x7e, so 464 stays 448; IEEE formats' maximum is odd).
+    let threshold = max_finite + (max_finite - below_max) / 2.0;
+    let max_is_odd = finite.iter().any(|&(b, d)| d == max_finite && b & 1 == 1);
+    let overflow = v.is_infinite() || v.abs() > threshold || (v.abs() == threshold && max_is_odd);
     if overflow {
         let neg = v < 0.0;
         return match f.special {
@@ -208,6 +213,18 @@ mod tests {
         assert_eq!(decode(ElementType::F8E4M3FN, 0x01), 2f64.powi(-9));
         assert_eq!(encode(ElementType::F8E4M3FN, 1.0), 0x38);
         assert_eq!(encode(ElementType::F8E4M3FN, -448.0), 0xfe);
+    }
+
+    #[test]
+    fn the_tie_above_the_largest_finite_rounds_to_even() {
+        // ml_dtypes (numpy float32 -> type): the value halfway between the largest finite and
+        // the next step overflows only when the largest finite's code is odd.
+        use ElementType as E;
+        assert_eq!(encode(E::F8E4M3FN, 464.0), 0x7e); // 448, code even
+        assert!(decode(E::F8E4M3FN, encode(E::F8E4M3FN, 464.1)).is_nan());
+        assert_eq!(decode(E::F8E5M2, encode(E::F8E5M2, 61440.0)), f64::INFINITY);
+        assert!(decode(E::F8E4M3FNUZ, encode(E::F8E4M3FNUZ, 248.0)).is_nan());
+        assert_eq!(decode(E::F4E2M1FN, encode(E::F4E2M1FN, 7.0)), 6.0);
     }
 
     #[test]

@@ -4,4 +4,5 @@
 
 pub mod activations;
 pub mod f64_buffer;
+pub mod narrow;
 pub mod rounding;
