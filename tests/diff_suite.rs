@@ -3,6 +3,7 @@
 //! the first divergence with exactly the affected elements counted.
 
 use hlosim::device::act_engine::TableSet;
+use hlosim::device::autocast::AutoCast;
 use hlosim::device::DeviceConfig;
 use hlosim::diff::{self, DiffOptions, DiffReport, InputOptions};
 use hlosim::eval::Value;
@@ -40,11 +41,19 @@ fn inputs(m: &Module, seed: u64, edge_fraction: f64) -> Vec<Value> {
 }
 
 fn run(m: &Module, pm: &PassManager, args: Vec<Value>) -> DiffReport {
+    run_cast(m, pm, args, AutoCast::none())
+}
+
+/// [`run`] with the device run under `auto_cast`.
+fn run_cast(m: &Module, pm: &PassManager, args: Vec<Value>, auto_cast: AutoCast) -> DiffReport {
     diff::diff_module(
         m,
         pm,
         args,
-        DeviceConfig::default(),
+        DeviceConfig {
+            auto_cast,
+            ..DeviceConfig::default()
+        },
         &DiffOptions::default(),
     )
     .unwrap_or_else(|e| panic!("{}: {e}", m.name))
@@ -62,13 +71,25 @@ fn neuron_with(m: Mutation) -> PassManager {
 
 #[test]
 fn correct_pipeline_passes_the_suite() {
+    correct_pipeline_passes_under(AutoCast::none());
+}
+
+/// Under neuronx-cc's auto-cast of matmuls the suite still passes: the cast dots' differences
+/// are precision, everything after them amplified.
+#[test]
+fn correct_pipeline_passes_the_suite_with_auto_cast_matmult() {
+    correct_pipeline_passes_under(AutoCast::matmult_bf16());
+}
+
+fn correct_pipeline_passes_under(cast: AutoCast) {
     for path in SUITE {
         let m = load(path);
         for seed in [0, 1, 2] {
-            let r = run(
+            let r = run_cast(
                 &m,
                 &neuron_with(Mutation::None),
                 inputs(&m, seed, 1.0 / 16.0),
+                cast,
             );
             assert!(
                 r.passed && r.first_divergence.is_none() && r.contract_violations.is_empty(),
@@ -81,12 +102,22 @@ fn correct_pipeline_passes_the_suite() {
 
 #[test]
 fn every_mutant_is_caught() {
+    every_mutant_is_caught_under(AutoCast::none());
+}
+
+/// Auto-cast's precision classification must not hide a broken pass.
+#[test]
+fn every_mutant_is_caught_with_auto_cast_matmult() {
+    every_mutant_is_caught_under(AutoCast::matmult_bf16());
+}
+
+fn every_mutant_is_caught_under(cast: AutoCast) {
     let modules: Vec<Module> = SUITE.iter().map(|p| load(p)).collect();
     for &mu in &Mutation::ALL[1..] {
         let pm = neuron_with(mu);
         let mut caught_by = Vec::new();
         for m in &modules {
-            let r = run(m, &pm, inputs(m, 0, 1.0 / 16.0));
+            let r = run_cast(m, &pm, inputs(m, 0, 1.0 / 16.0), cast);
             if !r.passed {
                 caught_by.push((m.name.clone(), r));
             }
@@ -271,6 +302,20 @@ fn broken_callee_is_a_divergence_at_the_inlined_call() {
     assert!(d.operands_differed.is_empty(), "{}", r.render());
     // %acted computed the right function (its operand %neg.b was removed by dce).
     assert_eq!(r.divergent_instructions, 1, "{}", r.render());
+    // A wrong kernel inside a callee is a divergence at its call, even though inlined
+    // calls are replayed with the device's tables.
+    let r = run(
+        &m,
+        &neuron_with(Mutation::GeluBackwardAsGelu),
+        inputs(&m, 0, 0.0),
+    );
+    let d = r.first_divergence.as_ref().expect("a divergence");
+    assert_eq!(
+        (d.instruction.as_str(), d.amplified),
+        ("graded", false),
+        "{}",
+        r.render()
+    );
 }
 
 /// Total order key of an f32 (XLA TOTALORDER): -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.

@@ -231,9 +231,9 @@ fn regression_diff_regathered_root_tuple() {
     diff_regression("diff_regathered_root_tuple", 3483188);
 }
 
-/// Open: a table difference amplified inside an inlined callee is blamed on the call.
+/// A false divergence: a table difference amplified inside an inlined callee, blamed on the
+/// call; fixed by replaying inlined calls with the device's tables inside.
 #[test]
-#[ignore = "open: the differ does not attribute inside inlined callees (see the fixture header)"]
 fn regression_diff_table_amplified_inside_inlined_call() {
     diff_regression("diff_table_amplified_inside_inlined_call", 3739854);
 }

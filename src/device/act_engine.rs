@@ -60,6 +60,29 @@ impl TableSet {
         TableSet { tables }
     }
 
+    /// What the device computes for the abstract intrinsic `act` applied to `x` once
+    /// legalize-intrinsics lowers it to the kernel for `out`'s type: that activation's table
+    /// over every element. None when no kernel exists for the type (the device then uses
+    /// reference semantics) or the types differ (lowering would be refused).
+    pub fn lowered_value(
+        &self,
+        act: &Activation,
+        x: &ArrayLiteral,
+        out: &crate::hlo::ArrayShape,
+    ) -> Option<Result<ArrayLiteral, EvalError>> {
+        crate::neuron::dtype_suffix(out.ty)?;
+        if x.ty() != out.ty || x.shape.dims != out.dims {
+            return None;
+        }
+        let table = self.tables.get(act.function)?;
+        Some(
+            apply(table, &x.data, out.ty, x.data.len()).map(|data| ArrayLiteral {
+                shape: out.clone(),
+                data,
+            }),
+        )
+    }
+
     /// Loads every `<function>.json` of a directory (a custom target), on top of nothing.
     pub fn load_dir(dir: &std::path::Path) -> Result<TableSet, String> {
         let mut tables = BTreeMap::new();

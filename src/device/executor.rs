@@ -83,8 +83,7 @@ impl Hooks for DeviceHooks<'_> {
         cast
     }
 
-    fn cast_result(&mut self, m: &Module, c: CompId, id: InstrId, value: Value) -> Value {
-        let _ = (m, c, id);
+    fn cast_result(&mut self, _m: &Module, _c: CompId, _id: InstrId, value: Value) -> Value {
         self.cast.cast_result(value)
     }
 

@@ -413,6 +413,50 @@ fn same_collective(o: &Instruction, t: &Instruction) -> bool {
         && o.raw_attr("source_target_pairs") == t.raw_attr("source_target_pairs")
 }
 
+/// Reference semantics except that abstract activations run on the device's tables, and
+/// the auto-cast applies: the replay of an inlined call whose callee computes activations.
+/// A table difference within tolerance that the callee then amplifies (a convert to f64,
+/// a bitcast) is what the device must compute; a callee a pass broke still disagrees.
+pub(crate) struct TablesAndCast {
+    pub tables: crate::device::act_engine::TableSet,
+    pub cast: autocast::CastHooks,
+}
+
+impl Hooks for TablesAndCast {
+    fn intercept(
+        &mut self,
+        module: &Module,
+        c: CompId,
+        id: InstrId,
+        ops: &[&Value],
+    ) -> Option<crate::eval::KResult> {
+        let ins = module.comp(c).instr(id);
+        let Some(neuron::KernelTarget::Bare(act)) =
+            ins.custom_call_target().and_then(neuron::classify)
+        else {
+            return None;
+        };
+        let (x, out) = (ops.first()?.as_array().ok()?, ins.shape.as_array()?);
+        self.tables
+            .lowered_value(act, x, out)
+            .map(|r| r.map(Value::array))
+    }
+
+    fn cast_operands(
+        &mut self,
+        module: &Module,
+        c: CompId,
+        id: InstrId,
+        ops: &[&Value],
+    ) -> Option<Vec<Value>> {
+        self.cast.cast_operands(module, c, id, ops).0
+    }
+
+    fn cast_result(&mut self, _m: &Module, _c: CompId, _id: InstrId, value: Value) -> Value {
+        self.cast.cast_result(value)
+    }
+}
+
 /// Reference-side store.
 pub(crate) struct RefStore {
     pub values: Vec<Option<Value>>,
@@ -444,6 +488,8 @@ pub(crate) struct Comparer<'a> {
     /// computations (the replay of a cast instruction, see [`Cause::Precision`]).
     pub cast: AutoCast,
     pub cast_replayer: Evaluator<'a>,
+    /// Replays inlined calls with the device's tables inside (see [`TablesAndCast`]).
+    pub table_replayer: Evaluator<'a>,
     /// Per transformed entry instruction: its device value while users are pending.
     pub device_values: Vec<Option<Value>>,
     /// Per transformed entry instruction: users not yet observed.
@@ -603,6 +649,16 @@ impl Comparer<'_> {
                 .is_some_and(|r| self.agrees(&r, value))
         {
             return Cause::Precision;
+        }
+        if self.mapping.call_operands[tid.index()].is_some() {
+            // An inlined call: its callee's instructions are not compared one by one, so a
+            // table difference within tolerance that the callee amplifies shows only here.
+            // Replayed with the tables the device uses for the callee's activations.
+            let refs: Vec<&Value> = ops.iter().collect();
+            let r = dispatch(&mut self.table_replayer, oc, oins, &refs).ok();
+            if r.is_some_and(|r| self.agrees(&r, value)) {
+                return Cause::Amplified;
+            }
         }
         Cause::Divergent
     }

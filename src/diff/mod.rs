@@ -295,6 +295,17 @@ pub fn diff_module_on_devices(
                 e.set_options(crate::eval::EvalOptions::as_written());
                 e
             },
+            table_replayer: {
+                let mut e = Evaluator::with_hooks(
+                    original,
+                    Box::new(attribution::TablesAndCast {
+                        tables: device.tables.clone(),
+                        cast: crate::device::autocast::CastHooks::new(device.auto_cast, original),
+                    }),
+                );
+                e.set_options(crate::eval::EvalOptions::as_written());
+                e
+            },
             precision: 0,
             first_precision: None,
             precision_rows: opts.precision_report.then(Vec::new),

@@ -354,7 +354,7 @@ fn render_precision(s: &mut String, rows: &[PrecisionRow], multi: bool) {
     );
     let _ = writeln!(
         s,
-        "  {:<32} {:<14} {:<10} {:>11} {:>11}",
+        "  {:<32} {:<18} {:<10} {:>11} {:>11}",
         "instruction", "opcode", "source", "introduced", "total"
     );
     for r in rows.iter().take(PRECISION_ROWS_SHOWN) {
@@ -365,7 +365,7 @@ fn render_precision(s: &mut String, rows: &[PrecisionRow], multi: bool) {
         };
         let _ = writeln!(
             s,
-            "  {:<32} {:<14} {:<10} {:>11.3e} {:>11.3e}",
+            "  {:<32} {:<18} {:<10} {:>11.3e} {:>11.3e}",
             name, r.opcode, r.source, r.introduced, r.total
         );
     }
