@@ -303,6 +303,30 @@ fn bert_bf16_step_has_nothing_to_cast() {
         .all(|row| row.source != "auto-cast"));
 }
 
+/// Under `all` the BERT step's FP32 operations (the loss: reductions and multiplies) are
+/// cast: its outputs differ beyond tolerance, every difference is precision or amplified, and
+/// `--strict` fails it. The precision report puts the cast instructions first.
+#[test]
+fn bert_under_all_differs_by_precision_only() {
+    let m = corpus("wenboqian__bert_single_device_training_fwd_bwd");
+    let all = AutoCast {
+        mode: CastMode::All,
+        ..AutoCast::matmult_bf16()
+    };
+    let mut r = diff_corpus(&m, all);
+    assert!(r.passed && r.first_divergence.is_none(), "{}", r.render());
+    assert!(r.precision_instructions > 0);
+    assert!(r.outputs.iter().any(|o| !o.within_tolerance && o.amplified));
+    let rows = r.precision_report.as_ref().unwrap();
+    let cast = rows
+        .iter()
+        .filter(|row| row.source == "auto-cast" && row.introduced > 0.0)
+        .count();
+    assert!(cast > 0 && rows[..cast].iter().all(|row| row.source == "auto-cast"));
+    r.strict = true;
+    assert!(!r.compute_passed(), "--strict must fail it");
+}
+
 /// The profile's PE time: each dot's bf16 cycles (stationary tiles, hand-computed here from
 /// the machine file) divided by the f32 throughput without auto-cast, by bf16's with it.
 #[test]
