@@ -138,10 +138,13 @@ impl PassManager {
             })?;
             if let Some(d) = &self.dump_dir {
                 let path = d.join(format!("{index:02}-{}.hlo", pass.name()));
-                std::fs::write(&path, print_module(module)).map_err(|error| PassError::Dump {
-                    path: path.display().to_string(),
-                    error,
-                })?;
+                // Atomic: a failed or interrupted dump never leaves a partial file.
+                crate::io::atomic::write_bytes(&path, print_module(module).as_bytes()).map_err(
+                    |e| PassError::Dump {
+                        path: path.display().to_string(),
+                        error: e.error,
+                    },
+                )?;
             }
             any |= changed;
             runs.push(PassRun {
