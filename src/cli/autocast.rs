@@ -82,6 +82,11 @@ impl AutoCastArgs {
         }
     }
 
+    /// Whether any auto-cast option was given.
+    pub fn is_given(&self) -> bool {
+        self.auto_cast.is_some() || self.stochastic_rounding || self.auto_cast_type != TypeArg::Bf16
+    }
+
     /// A note when options were given that do nothing because the auto-cast is off.
     pub fn warn_if_unused(&self, cast: &AutoCast) {
         if !cast.is_on() && (self.stochastic_rounding || self.auto_cast_type != TypeArg::Bf16) {

@@ -197,6 +197,9 @@ pub fn run(a: Args) -> Result<Exit, String> {
     if a.no_fma_contraction && a.mode == Mode::Device {
         eprintln!("note: --no-fma-contraction only affects --mode reference; ignored");
     }
+    if a.mode == Mode::Reference && a.auto_cast.is_given() {
+        eprintln!("note: --auto-cast options only affect --mode device; ignored");
+    }
     if let Some(m) = &a.machine {
         Machine::resolve(m).map_err(|e| e.to_string())?;
         if a.mode == Mode::Reference {
