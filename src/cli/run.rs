@@ -112,7 +112,7 @@ pub enum ChooserArg {
     Optimal,
 }
 
-fn device_config(a: &Args) -> Result<DeviceConfig, String> {
+fn device_config(a: &Args, machine: &Machine) -> Result<DeviceConfig, String> {
     let roster = match &a.roster {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -129,11 +129,7 @@ fn device_config(a: &Args) -> Result<DeviceConfig, String> {
         ChooserArg::FirstFit => Chooser::FirstFit,
         ChooserArg::Optimal => Chooser::Optimal,
     };
-    let machine = match &a.machine {
-        Some(m) => Machine::resolve(m).map_err(|e| e.to_string())?,
-        None => Machine::default_machine(),
-    };
-    let auto_cast = a.auto_cast.resolve(CastMode::Matmult, &machine);
+    let auto_cast = a.auto_cast.resolve(CastMode::Matmult, machine);
     a.auto_cast.warn_if_unused(&auto_cast);
     eprintln!(
         "{}",
@@ -200,12 +196,16 @@ pub fn run(a: Args) -> Result<Exit, String> {
     if a.mode == Mode::Reference && a.auto_cast.is_given() {
         eprintln!("note: --auto-cast options only affect --mode device; ignored");
     }
-    if let Some(m) = &a.machine {
-        Machine::resolve(m).map_err(|e| e.to_string())?;
-        if a.mode == Mode::Reference {
-            eprintln!("note: --machine only affects --mode device; ignored");
+    // Resolved even in reference mode, so a bad --machine is an error either way.
+    let machine = match &a.machine {
+        Some(m) => {
+            if a.mode == Mode::Reference {
+                eprintln!("note: --machine only affects --mode device; ignored");
+            }
+            Machine::resolve(m).map_err(|e| e.to_string())?
         }
-    }
+        None => Machine::default_machine(),
+    };
     if let Some(out) = &a.out {
         inputs(&a).check_output("--out", out)?;
     }
@@ -213,7 +213,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
     a.transform.apply(&mut m)?;
     let devices = super::common::device_count(&m, a.replicas)?;
     if devices > 1 || a.args.as_deref().is_some_and(per_device_layout) {
-        return run_devices(&a, &m, devices);
+        return run_devices(&a, &m, devices, &machine);
     }
     let src = match (&a.args, a.arg.is_empty()) {
         (Some(p), _) => ArgSource::Npz(p.clone()),
@@ -237,7 +237,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
         Mode::Device => {
             let config = DeviceConfig {
                 replica,
-                ..device_config(&a)?
+                ..device_config(&a, &machine)?
             };
             let run = execute_on_device(&m, values, config).map_err(|e| e.to_string())?;
             report_device_run(&run, None);
@@ -339,7 +339,12 @@ fn device_json(run: &DeviceRun) -> serde_json::Value {
 }
 
 /// `hlosim run` on several simulated devices.
-fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<Exit, String> {
+fn run_devices(
+    a: &Args,
+    m: &hlosim::hlo::Module,
+    devices: usize,
+    machine: &Machine,
+) -> Result<Exit, String> {
     let args: Vec<Vec<Value>> = match (&a.args, a.arg.is_empty()) {
         (Some(p), _) => read_device_args(m, p, devices)
             .map_err(|e| e.to_string())?
@@ -382,7 +387,7 @@ fn run_devices(a: &Args, m: &hlosim::hlo::Module, devices: usize) -> Result<Exit
             .map_err(|e| e.to_string())?
         }
         Mode::Device => {
-            let config = device_config(a)?;
+            let config = device_config(a, machine)?;
             let runs = run_with_budget(devices, budget(a), |mut rep| {
                 rep.max_while_iterations = max_iterations(a);
                 let d = rep.device;

@@ -16,7 +16,7 @@
 //!
 //! Parameters and outputs are never cast (the compiler casts only operations).
 
-use crate::eval::{Hooks, Value};
+use crate::eval::{Hooks, NoHooks, Value};
 use crate::hlo::InstrId;
 use crate::hlo::{
     ArrayData, ArrayLiteral, CompId, Computation, Instruction, Module, OpFamily, Opcode,
@@ -24,8 +24,10 @@ use crate::hlo::{
 use crate::math::narrow::{self, NarrowFormat};
 use crate::neuron;
 use serde::Serialize;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// Which FP32 operations the compiler casts (`--auto-cast`).
@@ -309,47 +311,75 @@ impl fmt::Display for AutoCast {
     }
 }
 
-/// The auto-cast as an evaluator applies it: the device run's hooks delegate to this, and
-/// the differ's replay of cast instructions runs nested computations under it.
-pub struct CastHooks {
+/// The auto-cast as an evaluator applies it, around the hooks `inner` (the device model's,
+/// or none for a plain replay): `inner` intercepts and observes, this rounds what the cast
+/// covers. The device run and the differ's replays use the same one.
+pub struct CastHooks<H = NoHooks> {
+    inner: H,
     auto_cast: AutoCast,
-    /// Per computation: whether it is a scalar body (see [`scalar_bodies`]).
+    /// Per computation: whether it is a scalar body (see [`scalar_bodies`]); empty when the
+    /// auto-cast is off.
     scalar_body: Vec<bool>,
     /// Executions per instruction so far, keying the stochastic draws (stochastic only).
     executions: HashMap<(CompId, InstrId), u64>,
     /// The key and scope of the instruction being executed.
     current: Option<(u64, Scope)>,
+    /// Instruction executions cast so far, readable after the evaluator is gone.
+    count: Rc<Cell<u64>>,
 }
 
-impl CastHooks {
-    /// The cast `auto_cast` applied to `module`'s instructions.
-    pub fn new(auto_cast: AutoCast, module: &Module) -> CastHooks {
+impl<H> CastHooks<H> {
+    /// The cast `auto_cast` applied to `module`'s instructions, around `inner`.
+    pub fn new(auto_cast: AutoCast, module: &Module, inner: H) -> CastHooks<H> {
         CastHooks {
+            inner,
             auto_cast,
-            scalar_body: scalar_bodies(module),
+            scalar_body: if auto_cast.is_on() {
+                scalar_bodies(module)
+            } else {
+                Vec::new()
+            },
             executions: HashMap::new(),
             current: None,
+            count: Rc::new(Cell::new(0)),
         }
     }
 
-    /// The rounded operands of instruction `id` (None: unchanged) and whether the cast
-    /// covers the instruction at all.
-    pub fn cast_operands(
+    /// The number of instruction executions cast, shared with these hooks.
+    pub fn counter(&self) -> Rc<Cell<u64>> {
+        self.count.clone()
+    }
+}
+
+impl<H: Hooks> Hooks for CastHooks<H> {
+    fn intercept(
         &mut self,
         module: &Module,
         c: CompId,
         id: InstrId,
         ops: &[&Value],
-    ) -> (Option<Vec<Value>>, bool) {
+    ) -> Option<crate::eval::KResult> {
+        self.inner.intercept(module, c, id, ops)
+    }
+
+    fn observe(&mut self, module: &Module, c: CompId, id: InstrId, value: &Value) {
+        self.inner.observe(module, c, id, value)
+    }
+
+    fn cast_operands(
+        &mut self,
+        module: &Module,
+        c: CompId,
+        id: InstrId,
+        ops: &[&Value],
+    ) -> Option<Vec<Value>> {
         self.current = None;
         if !self.auto_cast.is_on() {
-            return (None, false);
+            return None;
         }
         let comp = module.comp(c);
         let scalar = self.scalar_body.get(c.index()).copied().unwrap_or(false);
-        let Some(scope) = self.auto_cast.scope(comp, comp.instr(id), scalar) else {
-            return (None, false);
-        };
+        let scope = self.auto_cast.scope(comp, comp.instr(id), scalar)?;
         let execution = match self.auto_cast.rounding {
             Rounding::NearestEven => 0,
             Rounding::Stochastic(_) => {
@@ -360,31 +390,14 @@ impl CastHooks {
         };
         let key = instruction_key(c, id, execution);
         self.current = Some((key, scope));
-        (self.auto_cast.round_operands(key, ops), true)
+        self.count.set(self.count.get() + 1);
+        self.auto_cast.round_operands(key, ops)
     }
 
-    /// The result of the instruction whose operands were just cast, rounded when the cast
-    /// covers results.
-    pub fn cast_result(&mut self, value: Value) -> Value {
+    fn cast_result(&mut self, _m: &Module, _c: CompId, _id: InstrId, value: Value) -> Value {
         match self.current.take() {
             Some((key, Scope::OperandsAndResult)) => self.auto_cast.round_result(key, value),
             _ => value,
         }
-    }
-}
-
-impl Hooks for CastHooks {
-    fn cast_operands(
-        &mut self,
-        module: &Module,
-        c: CompId,
-        id: InstrId,
-        ops: &[&Value],
-    ) -> Option<Vec<Value>> {
-        CastHooks::cast_operands(self, module, c, id, ops).0
-    }
-
-    fn cast_result(&mut self, _m: &Module, _c: CompId, _id: InstrId, value: Value) -> Value {
-        CastHooks::cast_result(self, value)
     }
 }

@@ -611,13 +611,13 @@ impl<'a> CostModel<'a> {
         let rhs = operand(1)?;
         // The slower operand type sets the rate; auto-cast turns f32 operands into its type.
         let pe = &self.machine.pe;
-        let rate = |ty: ElementType| match self.auto_cast.mode {
-            CastMode::None => pe.throughput_of(ty),
-            _ if ty == ElementType::F32 => pe.throughput(
-                self.auto_cast.ty.machine_key(),
-                self.auto_cast.ty == CastType::Fp8E4m3,
-            ),
-            _ => pe.throughput_of(ty),
+        let rate = |ty: ElementType| {
+            if self.auto_cast.is_on() && ty == ElementType::F32 {
+                let cast = self.auto_cast.ty;
+                pe.throughput(cast.machine_key(), cast == CastType::Fp8E4m3)
+            } else {
+                pe.throughput_of(ty)
+            }
         };
         let throughput = rate(lhs.ty).min(rate(rhs.ty));
         let prod = |dims: &[i64], idx: &[i64]| -> u64 {

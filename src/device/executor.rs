@@ -54,8 +54,6 @@ pub struct DeviceRun {
 struct State {
     engine: ActEngine,
     findings: Vec<Finding>,
-    /// Instruction executions the auto-cast rounded.
-    cast_count: u64,
 }
 
 /// Sees every value the device run computes in the entry computation, in execution order
@@ -65,28 +63,9 @@ pub type DeviceObserver<'o> = dyn FnMut(&Module, InstrId, &Value) + 'o;
 struct DeviceHooks<'o> {
     state: Rc<RefCell<State>>,
     observer: Option<&'o mut DeviceObserver<'o>>,
-    cast: CastHooks,
 }
 
 impl Hooks for DeviceHooks<'_> {
-    fn cast_operands(
-        &mut self,
-        module: &Module,
-        c: CompId,
-        id: InstrId,
-        ops: &[&Value],
-    ) -> Option<Vec<Value>> {
-        let (cast, counted) = self.cast.cast_operands(module, c, id, ops);
-        if counted {
-            self.state.borrow_mut().cast_count += 1;
-        }
-        cast
-    }
-
-    fn cast_result(&mut self, _m: &Module, _c: CompId, _id: InstrId, value: Value) -> Value {
-        self.cast.cast_result(value)
-    }
-
     fn observe(&mut self, module: &Module, _c: CompId, id: InstrId, value: &Value) {
         if let Some(o) = self.observer.as_mut() {
             o(module, id, value);
@@ -194,13 +173,16 @@ pub fn execute_on_device_observed<'o>(
     let state = Rc::new(RefCell::new(State {
         engine,
         findings: Vec::new(),
-        cast_count: 0,
     }));
-    let hooks = DeviceHooks {
-        state: state.clone(),
-        observer,
-        cast: CastHooks::new(config.auto_cast, module),
-    };
+    let hooks = CastHooks::new(
+        config.auto_cast,
+        module,
+        DeviceHooks {
+            state: state.clone(),
+            observer,
+        },
+    );
+    let cast_count = hooks.counter();
     let result = {
         let mut ev = Evaluator::with_hooks(module, Box::new(hooks));
         ev.set_replica(replica);
@@ -216,6 +198,6 @@ pub fn execute_on_device_observed<'o>(
         findings: st.findings,
         loads: st.engine.loads,
         auto_cast: config_cast,
-        cast_instructions: st.cast_count,
+        cast_instructions: cast_count.get(),
     })
 }

@@ -129,37 +129,22 @@ pub struct PrecisionRow {
 }
 
 /// ‖a − b‖₂ / ‖r‖₂ over the elements where all three are finite (0 when ‖r‖₂ is 0 and a = b);
-/// None when the arrays are not floats of one size.
-fn relative_rms(
-    a: &crate::hlo::ArrayLiteral,
-    b: &crate::hlo::ArrayLiteral,
-    r: &crate::hlo::ArrayLiteral,
-) -> Option<f64> {
-    if !r.shape.ty.is_float() {
-        return None;
-    }
-    let (a, b, r) = (
-        crate::math::f64_buffer::to_f64(a)?,
-        crate::math::f64_buffer::to_f64(b)?,
-        crate::math::f64_buffer::to_f64(r)?,
-    );
-    if a.len() != r.len() || b.len() != r.len() {
-        return None;
-    }
+/// the slices have one length.
+fn relative_rms(a: &[f64], b: &[f64], r: &[f64]) -> f64 {
     let (mut num, mut den) = (0f64, 0f64);
-    for ((x, y), z) in a.iter().zip(&b).zip(&r) {
+    for ((x, y), z) in a.iter().zip(b).zip(r) {
         if x.is_finite() && y.is_finite() && z.is_finite() {
             num += (x - y) * (x - y);
             den += z * z;
         }
     }
-    Some(if den > 0.0 {
+    if den > 0.0 {
         (num / den).sqrt()
     } else if num > 0.0 {
         f64::INFINITY
     } else {
         0.0
-    })
+    }
 }
 
 /// The static mapping transformed entry instruction → original entry instruction.
@@ -413,16 +398,13 @@ fn same_collective(o: &Instruction, t: &Instruction) -> bool {
         && o.raw_attr("source_target_pairs") == t.raw_attr("source_target_pairs")
 }
 
-/// Reference semantics except that abstract activations run on the device's tables, and
-/// the auto-cast applies: the replay of an inlined call whose callee computes activations.
-/// A table difference within tolerance that the callee then amplifies (a convert to f64,
-/// a bitcast) is what the device must compute; a callee a pass broke still disagrees.
-pub(crate) struct TablesAndCast {
-    pub tables: crate::device::act_engine::TableSet,
-    pub cast: autocast::CastHooks,
-}
+/// Reference semantics except that abstract activations run on the device's tables: with
+/// the auto-cast around it, the replay of an inlined call whose callee computes activations.
+/// A table difference within tolerance that the callee then amplifies (a convert to f64, a
+/// bitcast) is what the device must compute; a callee a pass broke still disagrees.
+pub(crate) struct DeviceTables(pub crate::device::act_engine::TableSet);
 
-impl Hooks for TablesAndCast {
+impl Hooks for DeviceTables {
     fn intercept(
         &mut self,
         module: &Module,
@@ -437,23 +419,9 @@ impl Hooks for TablesAndCast {
             return None;
         };
         let (x, out) = (ops.first()?.as_array().ok()?, ins.shape.as_array()?);
-        self.tables
+        self.0
             .lowered_value(act, x, out)
             .map(|r| r.map(Value::array))
-    }
-
-    fn cast_operands(
-        &mut self,
-        module: &Module,
-        c: CompId,
-        id: InstrId,
-        ops: &[&Value],
-    ) -> Option<Vec<Value>> {
-        self.cast.cast_operands(module, c, id, ops).0
-    }
-
-    fn cast_result(&mut self, _m: &Module, _c: CompId, _id: InstrId, value: Value) -> Value {
-        self.cast.cast_result(value)
     }
 }
 
@@ -488,7 +456,7 @@ pub(crate) struct Comparer<'a> {
     /// computations (the replay of a cast instruction, see [`Cause::Precision`]).
     pub cast: AutoCast,
     pub cast_replayer: Evaluator<'a>,
-    /// Replays inlined calls with the device's tables inside (see [`TablesAndCast`]).
+    /// Replays inlined calls with the device's tables inside (see [`DeviceTables`]).
     pub table_replayer: Evaluator<'a>,
     /// Per transformed entry instruction: its device value while users are pending.
     pub device_values: Vec<Option<Value>>,
@@ -618,7 +586,25 @@ impl Comparer<'_> {
     /// Why the device value of `tid` (counterpart of `oid`) is beyond tolerance: the replay
     /// on the device's operands agrees (amplified), or agrees once the operands are cast as
     /// the auto-cast casts them (precision), or neither (divergent).
-    fn cause(&mut self, transformed: &Module, tid: InstrId, oid: InstrId, value: &Value) -> Cause {
+    /// The uncast replay of `tid` (counterpart of `oid`) on its device operands; None when
+    /// it cannot be replayed (rewired or missing operands, a failing kernel).
+    fn plain_replay(&mut self, transformed: &Module, tid: InstrId, oid: InstrId) -> Option<Value> {
+        let ops = self.device_operands(transformed, tid, oid)?;
+        self.replay(transformed, tid, oid, &ops, false)
+    }
+
+    /// Why the device value of `tid` (counterpart of `oid`) is beyond tolerance: the replay
+    /// on the device's operands agrees (amplified), or agrees once the operands are cast as
+    /// the auto-cast casts them (precision), or neither (divergent). `plain` caches the
+    /// uncast replay (the precision report may have computed it already).
+    fn cause(
+        &mut self,
+        transformed: &Module,
+        tid: InstrId,
+        oid: InstrId,
+        value: &Value,
+        plain: &mut Option<Option<Value>>,
+    ) -> Cause {
         let oc = self.original.entry_computation();
         let tc = transformed.entry_computation();
         let (oins, tins) = (oc.instr(oid), tc.instr(tid));
@@ -637,9 +623,13 @@ impl Comparer<'_> {
         let Some(ops) = self.device_operands(transformed, tid, oid) else {
             return Cause::Divergent;
         };
-        if self
-            .replay(transformed, tid, oid, &ops, false)
-            .is_some_and(|r| self.agrees(&r, value))
+        if plain.is_none() {
+            *plain = Some(self.replay(transformed, tid, oid, &ops, false));
+        }
+        if plain
+            .as_ref()
+            .and_then(Option::as_ref)
+            .is_some_and(|r| self.agrees(r, value))
         {
             return Cause::Amplified;
         }
@@ -671,21 +661,30 @@ impl Comparer<'_> {
         oid: InstrId,
         value: &Value,
         reference: &Value,
+        plain: &mut Option<Option<Value>>,
     ) {
+        use crate::math::f64_buffer::to_f64;
         if self.precision_rows.is_none() {
             return;
         }
         let (Value::Array(d), Value::Array(r)) = (value, reference) else {
             return;
         };
-        let Some(total) = relative_rms(d, r, r) else {
+        if !r.shape.ty.is_float() {
+            return;
+        }
+        let (Some(d), Some(r)) = (to_f64(d), to_f64(r)) else {
             return;
         };
-        let replayed = self
-            .device_operands(transformed, tid, oid)
-            .and_then(|ops| self.replay(transformed, tid, oid, &ops, false));
-        let introduced = match &replayed {
-            Some(Value::Array(p)) => relative_rms(d, p, r).unwrap_or(total),
+        if d.len() != r.len() {
+            return;
+        }
+        let total = relative_rms(&d, &r, &r);
+        let replayed = plain.get_or_insert_with(|| self.plain_replay(transformed, tid, oid));
+        let introduced = match replayed {
+            Some(Value::Array(p)) => to_f64(p)
+                .filter(|p| p.len() == r.len())
+                .map_or(total, |p| relative_rms(&d, &p, &r)),
             // Not replayable (rewired operands): everything it carries is its own.
             _ => total,
         };
@@ -731,7 +730,10 @@ impl Comparer<'_> {
         let Some(reference) = reference else {
             return;
         };
-        self.precision_row(transformed, tid, oid, value, &reference);
+        // The uncast replay, computed at most once (by the report or by the first leaf
+        // beyond tolerance).
+        let mut plain = None;
+        self.precision_row(transformed, tid, oid, value, &reference, &mut plain);
         let (rl, dl) = (reference.leaves(), value.leaves());
         let position = self.mapping.position[oid.index()];
         let mut diverged = false;
@@ -752,7 +754,10 @@ impl Comparer<'_> {
                 continue;
             }
             diverged = true;
-            let why = *cause.get_or_insert_with(|| self.cause(transformed, tid, oid, value));
+            let why = match cause {
+                Some(c) => c,
+                None => *cause.insert(self.cause(transformed, tid, oid, value, &mut plain)),
+            };
             let slot = match why {
                 Cause::Amplified => &self.first_amplified,
                 Cause::Precision => &self.first_precision,

@@ -24,12 +24,13 @@ pub use metrics::{compare_arrays, Metrics};
 pub use report::{DiffReport, OutputReport};
 pub use tolerance::{Tolerance, Tolerances};
 
+use crate::device::autocast::CastHooks;
 use crate::device::machine::Machine;
 use crate::device::schedule::profile_module_with;
 use crate::device::{execute_on_device_observed, DeviceConfig};
 use crate::eval::memory::MemoryBudget;
 use crate::eval::replicas::run_with_budget;
-use crate::eval::{Evaluator, Value};
+use crate::eval::{Evaluator, NoHooks, Value};
 use crate::hlo::{InstrId, Module};
 use crate::passes::{PassError, PassManager};
 use std::cell::RefCell;
@@ -136,6 +137,14 @@ fn earlier(a: Option<Divergence>, b: Option<Divergence>) -> Option<Divergence> {
         }),
         (x, y) => x.or(y),
     }
+}
+
+/// An evaluator of the original module with `hooks` and as-written semantics (hooked
+/// evaluators round every operation): the differ's replays.
+fn replayer<'m>(original: &'m Module, hooks: impl crate::eval::Hooks + 'm) -> Evaluator<'m> {
+    let mut e = Evaluator::with_hooks(original, Box::new(hooks));
+    e.set_options(crate::eval::EvalOptions::as_written());
+    e
 }
 
 /// [`diff_module`] on `args.len()` simulated devices: `args[d]` are device d's arguments.
@@ -274,38 +283,24 @@ pub fn diff_module_on_devices(
         let mut cmp = attribution::Comparer {
             original,
             // The same semantics as both runs (hooked evaluators round every operation).
-            replayer: {
-                let mut e = Evaluator::new(original);
-                e.set_options(crate::eval::EvalOptions::as_written());
-                e
-            },
+            replayer: replayer(original, NoHooks),
             device_values: vec![None; tc.instructions.len()],
             device_uses: device_uses.clone(),
             amplified: 0,
             first_amplified: None,
             cast: device.auto_cast,
-            cast_replayer: {
-                let mut e = Evaluator::with_hooks(
+            cast_replayer: replayer(
+                original,
+                CastHooks::new(device.auto_cast, original, NoHooks),
+            ),
+            table_replayer: replayer(
+                original,
+                CastHooks::new(
+                    device.auto_cast,
                     original,
-                    Box::new(crate::device::autocast::CastHooks::new(
-                        device.auto_cast,
-                        original,
-                    )),
-                );
-                e.set_options(crate::eval::EvalOptions::as_written());
-                e
-            },
-            table_replayer: {
-                let mut e = Evaluator::with_hooks(
-                    original,
-                    Box::new(attribution::TablesAndCast {
-                        tables: device.tables.clone(),
-                        cast: crate::device::autocast::CastHooks::new(device.auto_cast, original),
-                    }),
-                );
-                e.set_options(crate::eval::EvalOptions::as_written());
-                e
-            },
+                    attribution::DeviceTables(device.tables.clone()),
+                ),
+            ),
             precision: 0,
             first_precision: None,
             precision_rows: opts.precision_report.then(Vec::new),

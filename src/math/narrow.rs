@@ -182,26 +182,20 @@ mod tests {
     }
 
     #[test]
-    fn bf16_matches_half() {
-        for x in samples() {
-            let want = bf16::from_f32(x).to_f32();
-            assert!(
-                same(BF16.round_nearest_even(x), want),
-                "{x:e} ({:#x})",
-                x.to_bits()
-            );
-        }
-    }
-
-    #[test]
-    fn fp16_matches_half() {
-        for x in samples() {
-            let want = f16::from_f32(x).to_f32();
-            assert!(
-                same(FP16.round_nearest_even(x), want),
-                "{x:e} ({:#x})",
-                x.to_bits()
-            );
+    fn bf16_and_fp16_match_half() {
+        type HalfRounding = fn(f32) -> f32;
+        let cases: [(NarrowFormat, HalfRounding); 2] = [
+            (BF16, |x| bf16::from_f32(x).to_f32()),
+            (FP16, |x| f16::from_f32(x).to_f32()),
+        ];
+        for (format, half_rounding) in cases {
+            for x in samples() {
+                assert!(
+                    same(format.round_nearest_even(x), half_rounding(x)),
+                    "{format:?}: {x:e} ({:#x})",
+                    x.to_bits()
+                );
+            }
         }
     }
 
