@@ -1,7 +1,8 @@
 //! Engine assignment and the cost of one instruction on a [`Machine`]. The timing model is
 //! static: it looks only at opcodes, shapes and element types, never at values.
 //!
-//! Engine choices (one place, so they can be argued with):
+//! Engine choices (each opcode's class is the `CostClass` column of the opcode table in
+//! `src/hlo/opcode.rs`; [`placement`] maps classes to engines):
 //! - **ACT**: activation custom-calls (`AwsNeuronGelu`, `AwsNeuronGelu_bf16`, ... — both the
 //!   abstract intrinsic and the legalized kernel, see [`crate::neuron::classify`]) and the
 //!   table loads the roster plan needs. HLO's own transcendental ops (`exponential`, `tanh`,
@@ -18,7 +19,9 @@
 //!   constants, and data movement that rearranges elements: `copy`, `copy-start`,
 //!   `transpose`, `concatenate`, `slice`, `dynamic-slice`, `dynamic-update-slice`, `pad`,
 //!   `reverse`, `gather`, `scatter`, `broadcast` (a stride-0 read), the
-//!   `AwsNeuronTransferWithStaticRing` custom-call, collectives and host transfers.
+//!   `AwsNeuronTransferWithStaticRing` custom-call and host transfers.
+//! - **CC**: collectives (all-reduce, all-gather, reduce-scatter, all-to-all,
+//!   collective-permute, collective-broadcast and their `-start` halves).
 //! - **Free** (no time, no slice): `reshape`, `bitcast`, `bitcast-convert`,
 //!   `get-tuple-element`, `tuple`, scalar constants (immediates), `copy-done` and the other
 //!   `*-done`/async bookkeeping ops, `opt-barrier`, `add-dependency`, `after-all`, `domain`,
@@ -32,8 +35,8 @@
 
 use super::autocast::{AutoCast, CastMode, CastType};
 use super::machine::{Machine, StreamEngine};
-use crate::hlo::{CompId, Computation, ElementType, Instruction, Module, Opcode, Shape};
-use crate::neuron::{self, KernelTarget};
+use crate::hlo::{CompId, Computation, CostClass, ElementType, Instruction, Module, Opcode, Shape};
+use crate::neuron;
 use serde::Serialize;
 use std::fmt;
 
@@ -133,24 +136,13 @@ pub struct Cost {
 }
 
 /// Why an instruction cannot be costed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot cost %{instruction} in %{computation}: {message}")]
 pub struct CostError {
     pub computation: String,
     pub instruction: String,
     pub message: String,
 }
-
-impl fmt::Display for CostError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "cannot cost %{} in %{}: {}",
-            self.instruction, self.computation, self.message
-        )
-    }
-}
-
-impl std::error::Error for CostError {}
 
 /// Where an instruction runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,63 +157,29 @@ pub enum Placement {
 /// The activation an instruction performs, if it is an activation custom-call (abstract or
 /// legalized).
 pub fn activation_of(ins: &Instruction) -> Option<&'static neuron::Activation> {
-    match neuron::classify(ins.custom_call_target()?)? {
-        KernelTarget::Kernel { activation, .. } | KernelTarget::Bare(activation) => {
-            Some(activation)
-        }
-    }
+    neuron::activation_of_target(ins.custom_call_target()?)
 }
 
-/// The engine assignment documented at the top of this file.
+/// The engine assignment documented at the top of this file: the opcode table's
+/// [`CostClass`] column, with the two opcodes whose engine depends on the instruction.
 pub fn placement(ins: &Instruction) -> Placement {
-    use Opcode::*;
-    match ins.opcode {
-        Reshape
-        | Bitcast
-        | BitcastConvert
-        | DynamicReshape
-        | GetTupleElement
-        | Tuple
-        | CopyDone
-        | AsyncDone
-        | AsyncUpdate
-        | AllGatherDone
-        | AllReduceDone
-        | CollectivePermuteDone
-        | SendDone
-        | RecvDone
-        | OptimizationBarrier
-        | AddDependency
-        | AfterAll
-        | Domain
-        | GetDimensionSize
-        | SetDimensionSize
-        | PartitionId
-        | ReplicaId => Placement::Free,
-        Constant => {
-            if leaf_elements(&ins.shape) <= 1 {
-                Placement::Free
-            } else {
+    match ins.opcode.cost_class() {
+        CostClass::Free => Placement::Free,
+        CostClass::Dma => Placement::On(Engine::Dma),
+        CostClass::Matmul => Placement::On(Engine::Pe),
+        CostClass::Pool => Placement::On(Engine::Pool),
+        CostClass::Vector => Placement::On(Engine::Dve),
+        CostClass::Collective => Placement::On(Engine::Cc),
+        CostClass::Calls => Placement::Calls,
+        CostClass::ByInstruction => match ins.opcode {
+            Opcode::Constant if leaf_elements(&ins.shape) <= 1 => Placement::Free,
+            Opcode::Constant => Placement::On(Engine::Dma),
+            Opcode::CustomCall if activation_of(ins).is_some() => Placement::On(Engine::Act),
+            Opcode::CustomCall
+                if ins.custom_call_target() == Some(neuron::TRANSFER_WITH_STATIC_RING) =>
+            {
                 Placement::On(Engine::Dma)
             }
-        }
-        CustomCall => {
-            if activation_of(ins).is_some() {
-                Placement::On(Engine::Act)
-            } else if ins.custom_call_target() == Some(neuron::TRANSFER_WITH_STATIC_RING) {
-                Placement::On(Engine::Dma)
-            } else {
-                Placement::On(Engine::Dve)
-            }
-        }
-        Dot | Convolution => Placement::On(Engine::Pe),
-        Iota | Sort | Rng | RngBitGenerator | RngGetAndUpdateState => Placement::On(Engine::Pool),
-        Parameter | Copy | CopyStart | Transpose | Concatenate | Slice | DynamicSlice
-        | DynamicUpdateSlice | Pad | Reverse | Gather | Scatter | Broadcast | Infeed | Outfeed
-        | Send | Recv => Placement::On(Engine::Dma),
-        Call | Fusion | Conditional | While | AsyncStart => Placement::Calls,
-        _ => match ins.opcode.family() {
-            crate::hlo::OpFamily::Collective => Placement::On(Engine::Cc),
             _ => Placement::On(Engine::Dve),
         },
     }

@@ -6,7 +6,6 @@
 use crate::hlo::ElementType;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 
 /// The bundled machine files, by name; the first is the default.
@@ -258,11 +257,16 @@ pub struct Machine {
 }
 
 /// Why a machine model could not be loaded.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MachineError {
     /// No bundled machine has this name.
+    #[error(
+        "unknown machine '{0}' (built in: {}; or give a path to a .toml file)",
+        builtin_names()
+    )]
     UnknownName(String),
     /// The file could not be read.
+    #[error("cannot read {path}: {message}")]
     Io {
         /// The path given.
         path: String,
@@ -270,38 +274,26 @@ pub enum MachineError {
         message: String,
     },
     /// The TOML does not parse or does not match the schema (message carries line/column).
+    #[error("{file}: invalid machine model: {}", message.trim_end())]
     Parse {
         /// File path or bundled name.
-        source: String,
+        file: String,
         /// toml's message, with line, column and key.
         message: String,
     },
     /// A value is out of range; the message names the field.
+    #[error("invalid machine model: {0}")]
     Invalid(String),
 }
 
-impl fmt::Display for MachineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MachineError::UnknownName(n) => write!(
-                f,
-                "unknown machine '{n}' (built in: {}; or give a path to a .toml file)",
-                BUILTIN
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            MachineError::Io { path, message } => write!(f, "cannot read {path}: {message}"),
-            MachineError::Parse { source, message } => {
-                write!(f, "{source}: invalid machine model: {}", message.trim_end())
-            }
-            MachineError::Invalid(m) => write!(f, "invalid machine model: {m}"),
-        }
-    }
+/// The bundled machine names, for the unknown-name message.
+fn builtin_names() -> String {
+    BUILTIN
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
-
-impl std::error::Error for MachineError {}
 
 /// The physical ranges a machine model's values must lie in (inclusive). They are wide —
 /// from a slow embedded part to well beyond any accelerator built — so that every real or
@@ -487,7 +479,7 @@ impl Machine {
     /// Parses and checks machine TOML; `source` names the text in error messages.
     pub fn from_toml(text: &str, source: &str) -> Result<Machine, MachineError> {
         let m: Machine = toml::from_str(text).map_err(|e| MachineError::Parse {
-            source: source.to_string(),
+            file: source.to_string(),
             message: e.to_string(),
         })?;
         m.validate()

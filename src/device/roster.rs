@@ -5,7 +5,6 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// The roster bundled for Trainium (`models/pwp/trainium/act_info.json`).
 pub const TRAINIUM_ACT_INFO: &str = include_str!("../../models/pwp/trainium/act_info.json");
@@ -50,29 +49,15 @@ pub struct SetPlan {
 }
 
 /// Why a sequence cannot be planned.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RosterError {
     /// No set of the roster holds this function.
+    #[error("no function set holds '{function}' (activation #{position})")]
     NoSetHolds { function: String, position: usize },
     /// The file is not a valid roster.
+    #[error("malformed roster: {0}")]
     Malformed(String),
 }
-
-impl fmt::Display for RosterError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RosterError::NoSetHolds { function, position } => {
-                write!(
-                    f,
-                    "no function set holds '{function}' (activation #{position})"
-                )
-            }
-            RosterError::Malformed(m) => write!(f, "malformed roster: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for RosterError {}
 
 /// How sets are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -26,7 +26,6 @@ use super::machine::Machine;
 use super::roster::{Chooser, Roster, RosterError, SetPlan};
 use crate::hlo::{ElementType, InstrId, Module};
 use serde::Serialize;
-use std::fmt;
 
 /// What a slice stands for.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -107,35 +106,17 @@ pub struct Schedule {
 }
 
 /// Why a module cannot be scheduled.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum TimingError {
     /// The entry computation has a cycle or a dangling operand.
+    #[error("entry computation %{0} has a cycle or an out-of-range operand; cannot schedule")]
     NotAcyclic(String),
     /// An instruction could not be costed.
-    Cost(CostError),
+    #[error(transparent)]
+    Cost(#[from] CostError),
     /// The activations cannot be served by the roster.
+    #[error("activation table plan: {0}")]
     Roster(RosterError),
-}
-
-impl fmt::Display for TimingError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TimingError::NotAcyclic(c) => write!(
-                f,
-                "entry computation %{c} has a cycle or an out-of-range operand; cannot schedule"
-            ),
-            TimingError::Cost(e) => write!(f, "{e}"),
-            TimingError::Roster(e) => write!(f, "activation table plan: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for TimingError {}
-
-impl From<CostError> for TimingError {
-    fn from(e: CostError) -> Self {
-        TimingError::Cost(e)
-    }
 }
 
 /// Per-engine issue state.

@@ -34,7 +34,6 @@ use crate::eval::{Evaluator, NoHooks, Value};
 use crate::hlo::{InstrId, Module};
 use crate::passes::{PassError, PassManager};
 use std::cell::RefCell;
-use std::fmt;
 use std::rc::Rc;
 use std::sync::Mutex;
 
@@ -79,24 +78,15 @@ impl Default for DiffOptions {
 
 /// Errors that are the caller's fault (exit status 2): the module does not verify, a pass
 /// name is unknown, the arguments do not fit, the reference evaluator cannot run the module.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum DiffError {
     /// The pipeline rejected its input (does not verify, unknown or unimplemented pass).
+    #[error(transparent)]
     Pipeline(PassError),
     /// The reference evaluator failed on the original module.
+    #[error("reference evaluation failed: {0}")]
     Reference(crate::eval::EvalError),
 }
-
-impl fmt::Display for DiffError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DiffError::Pipeline(e) => write!(f, "{e}"),
-            DiffError::Reference(e) => write!(f, "reference evaluation failed: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for DiffError {}
 
 /// Runs the differential test. `pipeline` transforms a copy of `original` (inject any
 /// [`PassManager`], including the broken passes of `passes::mutants`); `args` feed both runs.

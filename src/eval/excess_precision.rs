@@ -32,40 +32,13 @@
 use super::elementwise::convert::convert_data;
 use super::{dispatch, EvalError, Evaluator, KResult, Value};
 use crate::hlo::{
-    ArrayLiteral, ArrayShape, Computation, ElementType, InstrId, Instruction, Module, Opcode, Shape,
+    ArrayLiteral, ArrayShape, Computation, ElementType, InstrId, Instruction, Module, OpProperty,
+    Opcode, Shape,
 };
 
-/// Whether XLA:CPU computes a bf16 `op` in f32 with a rounding that a `convert` user can
-/// skip, and hlosim's f32 kernel for `op` computes the same f32 value. Exact operations
-/// (negate, abs, max, min, select, clamp, data movement, remainder, rounding functions)
-/// are left out: their f32 result equals the bf16 one. So are reductions and other
-/// operations with called computations (their f32 reducer rounds after every step).
+/// Whether `op` has [`OpProperty::Widens`] (the opcode table's column says what it means).
 pub fn widens(op: Opcode) -> bool {
-    use Opcode as O;
-    matches!(
-        op,
-        O::Add
-            | O::Subtract
-            | O::Multiply
-            | O::Divide
-            | O::Power
-            | O::Atan2
-            | O::Sqrt
-            | O::Rsqrt
-            | O::Cbrt
-            | O::Exp
-            | O::Expm1
-            | O::Log
-            | O::Log1p
-            | O::Logistic
-            | O::Tanh
-            | O::Sin
-            | O::Cos
-            | O::Tan
-            | O::Erf
-            | O::Dot
-            | O::Convolution
-    )
+    op.properties().has(OpProperty::Widens)
 }
 
 /// Whether `x`'s bf16 result is an f32 value rounded by XLA:CPU where a `convert` user can

@@ -30,7 +30,6 @@ pub use replicas::{run_on_devices, Replica};
 use crate::hlo::{
     ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode, Shape,
 };
-use std::fmt;
 use std::sync::Arc;
 
 /// A runtime value: arrays are shared, immutable buffers.
@@ -89,8 +88,11 @@ impl Value {
     }
 }
 
-/// An evaluation failure: what went wrong and where.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An evaluation failure: what went wrong and where, displayed as
+/// `device D: in computation 'C', instruction 'I' (opcode): message` with the parts that
+/// are known.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", location_prefix(.device, .computation, .instruction, .opcode))]
 pub struct EvalError {
     pub message: String,
     pub computation: Option<String>,
@@ -122,23 +124,26 @@ impl EvalError {
     }
 }
 
-impl fmt::Display for EvalError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(d) = self.device {
-            write!(f, "device {d}: ")?;
-        }
-        if let (Some(c), Some(i)) = (&self.computation, &self.instruction) {
-            write!(f, "in computation '{c}', instruction '{i}'")?;
-            if let Some(op) = &self.opcode {
-                write!(f, " ({op})")?;
-            }
-            write!(f, ": ")?;
-        }
-        f.write_str(&self.message)
+/// The known parts of an [`EvalError`]'s location, as a message prefix.
+fn location_prefix(
+    device: &Option<usize>,
+    computation: &Option<String>,
+    instruction: &Option<String>,
+    opcode: &Option<String>,
+) -> String {
+    let mut s = String::new();
+    if let Some(d) = device {
+        s += &format!("device {d}: ");
     }
+    if let (Some(c), Some(i)) = (computation, instruction) {
+        s += &format!("in computation '{c}', instruction '{i}'");
+        if let Some(op) = opcode {
+            s += &format!(" ({op})");
+        }
+        s += ": ";
+    }
+    s
 }
-
-impl std::error::Error for EvalError {}
 
 /// Result of a kernel.
 pub type KResult = Result<Value, EvalError>;
@@ -594,49 +599,15 @@ pub fn dispatch(
     ops: &[&Value],
 ) -> KResult {
     use Opcode as O;
+    // Elementwise unary and binary opcodes go to kernels that match them exhaustively, so
+    // they have no arm here.
+    if let Some(op) = ins.opcode.as_unary() {
+        return elementwise::unary(op, ins, ops).map_err(|e| e.at(comp, ins));
+    }
+    if let Some(op) = ins.opcode.as_binary() {
+        return elementwise::binary(op, ins, ops).map_err(|e| e.at(comp, ins));
+    }
     match ins.opcode {
-        O::Abs
-        | O::Negate
-        | O::Sign
-        | O::Floor
-        | O::Ceil
-        | O::RoundNearestAfz
-        | O::RoundNearestEven
-        | O::Sqrt
-        | O::Rsqrt
-        | O::Cbrt
-        | O::Exp
-        | O::Expm1
-        | O::Log
-        | O::Log1p
-        | O::Logistic
-        | O::Tanh
-        | O::Sin
-        | O::Cos
-        | O::Tan
-        | O::Erf
-        | O::IsFinite
-        | O::Not
-        | O::Popcnt
-        | O::Clz
-        | O::Real
-        | O::Imag => elementwise::unary(ins, ops),
-        O::Add
-        | O::Subtract
-        | O::Multiply
-        | O::Divide
-        | O::Remainder
-        | O::Power
-        | O::Atan2
-        | O::Maximum
-        | O::Minimum
-        | O::And
-        | O::Or
-        | O::Xor
-        | O::ShiftLeft
-        | O::ShiftRightArithmetic
-        | O::ShiftRightLogical
-        | O::Complex => elementwise::binary(ins, ops),
         O::Compare => elementwise::compare(ins, ops),
         O::Select => elementwise::select(ins, ops),
         O::Clamp => elementwise::clamp(ins, ops),

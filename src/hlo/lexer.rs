@@ -2,23 +2,15 @@
 //! and verbatim capture of attribute values, with line:column tracking for errors.
 
 use super::instruction::Loc;
-use std::fmt;
 
 /// A located parse error: `line:col: message`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{col}: {message}")]
 pub struct ParseError {
     pub line: u32,
     pub col: u32,
     pub message: String,
 }
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.line, self.col, self.message)
-    }
-}
-
-impl std::error::Error for ParseError {}
 
 /// Result type of the text front end.
 pub type PResult<T> = Result<T, ParseError>;

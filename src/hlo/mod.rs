@@ -18,7 +18,7 @@ pub use instruction::*;
 pub use lexer::ParseError;
 pub use literal::{ArrayData, ArrayLiteral, Literal};
 pub use module::{Module, NameIndex, NameUniquer};
-pub use opcode::{Arity, OpFamily, Opcode};
+pub use opcode::{Arity, BinaryOp, CostClass, OpFamily, OpProperties, OpProperty, Opcode, UnaryOp};
 pub use parser::{parse_module, parse_shape};
 pub use printer::print_module;
 pub use shape::{ArrayShape, ElementType, Layout, Shape, TypeClass};

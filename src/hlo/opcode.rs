@@ -1,6 +1,10 @@
-//! The HLO op set, declared once. The text spelling, the operand-count rule and the op
-//! family all derive from the table below, so adding an opcode is a one-line change here
-//! plus its evaluation kernel.
+//! The HLO op set, declared once. Everything that is a fact about an opcode alone — its
+//! text spelling, operand count, family, cost class and properties (transcendental, widened
+//! under excess precision, side-effecting) — is a column of the table below, and the rest
+//! of the crate reads it from here. Elementwise unary and binary opcodes additionally get a
+//! variant of [`UnaryOp`] / [`BinaryOp`], which the evaluator's kernels match exhaustively:
+//! adding such an opcode is its table line plus its kernel arm, and forgetting the kernel
+//! is a compile error, not a runtime one.
 
 use std::fmt;
 
@@ -32,185 +36,315 @@ pub enum OpFamily {
     Other,
 }
 
+/// Which kind of Neuron engine work an opcode is, for the device cost model
+/// (`device::cost::placement` maps each class to an engine). Kept here, not in the cost
+/// model, so a new opcode states its cost where it is declared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CostClass {
+    /// Bookkeeping with no engine time: reshapes, tuple plumbing, async `-done` halves, ids.
+    Free,
+    /// Memory traffic (DMA queues): parameters, copies, slicing, gathers, broadcasts.
+    Dma,
+    /// Matrix multiplication on the tensor (PE) array.
+    Matmul,
+    /// The pool (GpSimd) engine: iota, sort, random numbers.
+    Pool,
+    /// Elementwise and reduction arithmetic on the vector engine.
+    Vector,
+    /// Collective communication between devices.
+    Collective,
+    /// Runs called computations; its cost is theirs.
+    Calls,
+    /// Depends on the instruction (a constant's size, a custom-call's target).
+    ByInstruction,
+}
+
+/// One property an opcode may have (a column of the opcode table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpProperty {
+    /// Computes a transcendental function (exp, log, tanh, sin, erf, power, atan2, rsqrt,
+    /// cbrt, ...): results are approximations whose last bits differ between libraries.
+    Transcendental,
+    /// XLA:CPU computes a bf16 instance in f32 with a rounding that a `convert` user can
+    /// skip, and hlosim's f32 kernel computes the same f32 value (see
+    /// `eval::excess_precision`). Exact operations (negate, abs, max, min, select, clamp,
+    /// data movement, remainder, rounding functions) do not have it: their f32 result
+    /// equals the bf16 one. Neither do reductions and other operations with called
+    /// computations (their f32 reducer rounds after every step).
+    Widens,
+    /// The result may differ between two runs, or the op talks to the outside world; dce
+    /// must keep it even when unused.
+    SideEffect,
+}
+
+/// The set of [`OpProperty`]s of one opcode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpProperties(u8);
+
+impl OpProperties {
+    /// No property.
+    pub const NONE: OpProperties = OpProperties(0);
+
+    /// This set plus `p` (const, for the table).
+    pub const fn with(self, p: OpProperty) -> OpProperties {
+        OpProperties(self.0 | 1 << p as u8)
+    }
+
+    /// Whether `p` is in the set.
+    pub const fn has(self, p: OpProperty) -> bool {
+        self.0 & (1 << p as u8) != 0
+    }
+}
+
 macro_rules! opcodes {
-    ($( $variant:ident => $text:literal, $arity:expr, $family:ident; )*) => {
+    (
+        unary { $( $u:ident => $utext:literal, $ucost:ident, [$($uprop:ident),*]; )* }
+        binary { $( $b:ident => $btext:literal, $bcost:ident, [$($bprop:ident),*]; )* }
+        other {
+            $( $o:ident => $otext:literal, $oarity:expr, $ofamily:ident, $ocost:ident,
+               [$($oprop:ident),*]; )*
+        }
+    ) => {
         /// An XLA opcode.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum Opcode { $( $variant, )* }
+        pub enum Opcode { $( $u, )* $( $b, )* $( $o, )* }
+
+        /// An elementwise unary opcode evaluated by the unary kernel (`eval::elementwise`),
+        /// which matches it exhaustively.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum UnaryOp { $( $u, )* }
+
+        /// An elementwise binary opcode evaluated by the binary kernel (`eval::elementwise`),
+        /// which matches it exhaustively.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum BinaryOp { $( $b, )* }
 
         impl Opcode {
-            /// Every opcode, in declaration order.
-            pub const ALL: &'static [Opcode] = &[ $( Opcode::$variant, )* ];
+            /// Every opcode, in table order.
+            pub const ALL: &'static [Opcode] = &[ $( Opcode::$u, )* $( Opcode::$b, )* $( Opcode::$o, )* ];
 
             /// The HLO text spelling (`get-tuple-element`, `custom-call`, ...).
             pub fn name(self) -> &'static str {
-                match self { $( Opcode::$variant => $text, )* }
+                match self {
+                    $( Opcode::$u => $utext, )* $( Opcode::$b => $btext, )* $( Opcode::$o => $otext, )*
+                }
             }
 
             /// The operand-count rule.
             pub fn arity(self) -> Arity {
                 use Arity::*;
-                match self { $( Opcode::$variant => $arity, )* }
+                match self {
+                    $( Opcode::$u => Fixed(1), )* $( Opcode::$b => Fixed(2), )* $( Opcode::$o => $oarity, )*
+                }
             }
 
             /// The op family.
             pub fn family(self) -> OpFamily {
-                match self { $( Opcode::$variant => OpFamily::$family, )* }
+                match self {
+                    $( Opcode::$u => OpFamily::Unary, )*
+                    $( Opcode::$b => OpFamily::Binary, )*
+                    $( Opcode::$o => OpFamily::$ofamily, )*
+                }
+            }
+
+            /// The kind of engine work, for the device cost model.
+            pub fn cost_class(self) -> CostClass {
+                match self {
+                    $( Opcode::$u => CostClass::$ucost, )*
+                    $( Opcode::$b => CostClass::$bcost, )*
+                    $( Opcode::$o => CostClass::$ocost, )*
+                }
+            }
+
+            /// The opcode's properties.
+            pub const fn properties(self) -> OpProperties {
+                match self {
+                    $( Opcode::$u => OpProperties::NONE $( .with(OpProperty::$uprop) )*, )*
+                    $( Opcode::$b => OpProperties::NONE $( .with(OpProperty::$bprop) )*, )*
+                    $( Opcode::$o => OpProperties::NONE $( .with(OpProperty::$oprop) )*, )*
+                }
+            }
+
+            /// The unary kernel's opcode, if this is one.
+            pub fn as_unary(self) -> Option<UnaryOp> {
+                match self { $( Opcode::$u => Some(UnaryOp::$u), )* _ => None }
+            }
+
+            /// The binary kernel's opcode, if this is one.
+            pub fn as_binary(self) -> Option<BinaryOp> {
+                match self { $( Opcode::$b => Some(BinaryOp::$b), )* _ => None }
             }
 
             /// Parses the HLO text spelling.
             pub fn from_name(s: &str) -> Option<Opcode> {
-                match s { $( $text => Some(Opcode::$variant), )* _ => None }
+                match s {
+                    $( $utext => Some(Opcode::$u), )*
+                    $( $btext => Some(Opcode::$b), )*
+                    $( $otext => Some(Opcode::$o), )*
+                    _ => None,
+                }
+            }
+        }
+
+        impl UnaryOp {
+            /// The opcode this kernel opcode stands for.
+            pub fn opcode(self) -> Opcode {
+                match self { $( UnaryOp::$u => Opcode::$u, )* }
+            }
+        }
+
+        impl BinaryOp {
+            /// The opcode this kernel opcode stands for.
+            pub fn opcode(self) -> Opcode {
+                match self { $( BinaryOp::$b => Opcode::$b, )* }
             }
         }
     };
 }
 
+// Columns. unary/binary rows: variant => spelling, cost class, [properties] (arity and
+// family follow from the section). other rows: variant => spelling, arity, family, cost
+// class, [properties].
 opcodes! {
-    Abs => "abs", Fixed(1), Unary;
-    Add => "add", Fixed(2), Binary;
-    AddDependency => "add-dependency", Fixed(2), Other;
-    AfterAll => "after-all", AtLeast(0), Other;
-    AllGather => "all-gather", AtLeast(1), Collective;
-    AllGatherStart => "all-gather-start", AtLeast(1), Collective;
-    AllGatherDone => "all-gather-done", Fixed(1), Collective;
-    AllReduce => "all-reduce", AtLeast(1), Collective;
-    AllReduceStart => "all-reduce-start", AtLeast(1), Collective;
-    AllReduceDone => "all-reduce-done", Fixed(1), Collective;
-    AllToAll => "all-to-all", AtLeast(1), Collective;
-    AsyncStart => "async-start", AtLeast(0), Other;
-    AsyncUpdate => "async-update", Fixed(1), Other;
-    AsyncDone => "async-done", Fixed(1), Other;
-    Atan2 => "atan2", Fixed(2), Binary;
-    BatchNormGrad => "batch-norm-grad", Fixed(5), Other;
-    BatchNormInference => "batch-norm-inference", Fixed(5), Other;
-    BatchNormTraining => "batch-norm-training", Fixed(3), Other;
-    Bitcast => "bitcast", Fixed(1), DataMovement;
-    BitcastConvert => "bitcast-convert", Fixed(1), DataMovement;
-    Broadcast => "broadcast", Fixed(1), DataMovement;
-    Call => "call", AtLeast(0), ControlFlow;
-    Cbrt => "cbrt", Fixed(1), Unary;
-    Ceil => "ceil", Fixed(1), Unary;
-    Cholesky => "cholesky", Fixed(1), Other;
-    Clamp => "clamp", Fixed(3), Ternary;
-    CollectiveBroadcast => "collective-broadcast", AtLeast(1), Collective;
-    CollectivePermute => "collective-permute", AtLeast(1), Collective;
-    CollectivePermuteStart => "collective-permute-start", AtLeast(1), Collective;
-    CollectivePermuteDone => "collective-permute-done", Fixed(1), Collective;
-    Compare => "compare", Fixed(2), Binary;
-    Complex => "complex", Fixed(2), Binary;
-    Concatenate => "concatenate", AtLeast(1), DataMovement;
-    Conditional => "conditional", AtLeast(1), ControlFlow;
-    Constant => "constant", Fixed(0), Other;
-    Convert => "convert", Fixed(1), Unary;
-    Convolution => "convolution", Fixed(2), Contraction;
-    Copy => "copy", Fixed(1), DataMovement;
-    CopyStart => "copy-start", Fixed(1), DataMovement;
-    CopyDone => "copy-done", Fixed(1), DataMovement;
-    Cos => "cosine", Fixed(1), Unary;
-    Clz => "count-leading-zeros", Fixed(1), Unary;
-    CustomCall => "custom-call", AtLeast(0), Other;
-    Divide => "divide", Fixed(2), Binary;
-    Domain => "domain", Fixed(1), Other;
-    Dot => "dot", AtLeast(2), Contraction;
-    DynamicReshape => "dynamic-reshape", AtLeast(1), DataMovement;
-    DynamicSlice => "dynamic-slice", AtLeast(1), DataMovement;
-    DynamicUpdateSlice => "dynamic-update-slice", AtLeast(2), DataMovement;
-    Erf => "erf", Fixed(1), Unary;
-    Exp => "exponential", Fixed(1), Unary;
-    Expm1 => "exponential-minus-one", Fixed(1), Unary;
-    Fft => "fft", Fixed(1), Other;
-    Floor => "floor", Fixed(1), Unary;
-    Fusion => "fusion", AtLeast(0), ControlFlow;
-    Gather => "gather", Fixed(2), DataMovement;
-    GetDimensionSize => "get-dimension-size", Fixed(1), Other;
-    GetTupleElement => "get-tuple-element", Fixed(1), DataMovement;
-    Imag => "imag", Fixed(1), Unary;
-    Infeed => "infeed", Fixed(1), Other;
-    Iota => "iota", Fixed(0), Other;
-    IsFinite => "is-finite", Fixed(1), Unary;
-    Log => "log", Fixed(1), Unary;
-    Map => "map", AtLeast(1), Other;
-    Log1p => "log-plus-one", Fixed(1), Unary;
-    Logistic => "logistic", Fixed(1), Unary;
-    And => "and", Fixed(2), Binary;
-    Not => "not", Fixed(1), Unary;
-    OptimizationBarrier => "opt-barrier", Fixed(1), Other;
-    Or => "or", Fixed(2), Binary;
-    Outfeed => "outfeed", Fixed(2), Other;
-    Pad => "pad", Fixed(2), DataMovement;
-    Parameter => "parameter", Fixed(0), Other;
-    PartitionId => "partition-id", Fixed(0), Other;
-    Popcnt => "popcnt", Fixed(1), Unary;
-    Power => "power", Fixed(2), Binary;
-    RaggedAllToAll => "ragged-all-to-all", AtLeast(1), Collective;
-    Real => "real", Fixed(1), Unary;
-    Recv => "recv", Fixed(1), Other;
-    RecvDone => "recv-done", Fixed(1), Other;
-    Reduce => "reduce", AtLeast(2), Reduction;
-    ReducePrecision => "reduce-precision", Fixed(1), Unary;
-    ReduceScatter => "reduce-scatter", AtLeast(1), Collective;
-    ReduceWindow => "reduce-window", AtLeast(2), Reduction;
-    Remainder => "remainder", Fixed(2), Binary;
-    ReplicaId => "replica-id", Fixed(0), Other;
-    Reshape => "reshape", Fixed(1), DataMovement;
-    Reverse => "reverse", Fixed(1), DataMovement;
-    Rng => "rng", Fixed(2), Random;
-    RngBitGenerator => "rng-bit-generator", Fixed(1), Random;
-    RngGetAndUpdateState => "rng-get-and-update-state", Fixed(0), Random;
-    RoundNearestAfz => "round-nearest-afz", Fixed(1), Unary;
-    RoundNearestEven => "round-nearest-even", Fixed(1), Unary;
-    Rsqrt => "rsqrt", Fixed(1), Unary;
-    Scatter => "scatter", AtLeast(3), DataMovement;
-    Select => "select", Fixed(3), Ternary;
-    SelectAndScatter => "select-and-scatter", Fixed(3), Reduction;
-    Send => "send", Fixed(2), Other;
-    SendDone => "send-done", Fixed(1), Other;
-    SetDimensionSize => "set-dimension-size", Fixed(2), Other;
-    ShiftLeft => "shift-left", Fixed(2), Binary;
-    ShiftRightArithmetic => "shift-right-arithmetic", Fixed(2), Binary;
-    ShiftRightLogical => "shift-right-logical", Fixed(2), Binary;
-    Sign => "sign", Fixed(1), Unary;
-    Sin => "sine", Fixed(1), Unary;
-    Slice => "slice", Fixed(1), DataMovement;
-    Sort => "sort", AtLeast(1), Other;
-    Sqrt => "sqrt", Fixed(1), Unary;
-    StochasticConvert => "stochastic-convert", Fixed(2), Other;
-    Subtract => "subtract", Fixed(2), Binary;
-    Tan => "tan", Fixed(1), Unary;
-    Tanh => "tanh", Fixed(1), Unary;
-    TopK => "topk", Fixed(1), Other;
-    Transpose => "transpose", Fixed(1), DataMovement;
-    TriangularSolve => "triangular-solve", Fixed(2), Other;
-    Tuple => "tuple", AtLeast(0), DataMovement;
-    While => "while", Fixed(1), ControlFlow;
-    Maximum => "maximum", Fixed(2), Binary;
-    Minimum => "minimum", Fixed(2), Binary;
-    Multiply => "multiply", Fixed(2), Binary;
-    Negate => "negate", Fixed(1), Unary;
-    Xor => "xor", Fixed(2), Binary;
+    unary {
+        Abs => "abs", Vector, [];
+        Negate => "negate", Vector, [];
+        Sign => "sign", Vector, [];
+        Floor => "floor", Vector, [];
+        Ceil => "ceil", Vector, [];
+        RoundNearestAfz => "round-nearest-afz", Vector, [];
+        RoundNearestEven => "round-nearest-even", Vector, [];
+        Sqrt => "sqrt", Vector, [Widens];
+        Rsqrt => "rsqrt", Vector, [Transcendental, Widens];
+        Cbrt => "cbrt", Vector, [Transcendental, Widens];
+        Exp => "exponential", Vector, [Transcendental, Widens];
+        Expm1 => "exponential-minus-one", Vector, [Transcendental, Widens];
+        Log => "log", Vector, [Transcendental, Widens];
+        Log1p => "log-plus-one", Vector, [Transcendental, Widens];
+        Logistic => "logistic", Vector, [Transcendental, Widens];
+        Tanh => "tanh", Vector, [Transcendental, Widens];
+        Sin => "sine", Vector, [Transcendental, Widens];
+        Cos => "cosine", Vector, [Transcendental, Widens];
+        Tan => "tan", Vector, [Transcendental, Widens];
+        Erf => "erf", Vector, [Transcendental, Widens];
+        IsFinite => "is-finite", Vector, [];
+        Not => "not", Vector, [];
+        Popcnt => "popcnt", Vector, [];
+        Clz => "count-leading-zeros", Vector, [];
+        Real => "real", Vector, [];
+        Imag => "imag", Vector, [];
+    }
+    binary {
+        Add => "add", Vector, [Widens];
+        Subtract => "subtract", Vector, [Widens];
+        Multiply => "multiply", Vector, [Widens];
+        Divide => "divide", Vector, [Widens];
+        Remainder => "remainder", Vector, [];
+        Power => "power", Vector, [Transcendental, Widens];
+        Atan2 => "atan2", Vector, [Transcendental, Widens];
+        Maximum => "maximum", Vector, [];
+        Minimum => "minimum", Vector, [];
+        And => "and", Vector, [];
+        Or => "or", Vector, [];
+        Xor => "xor", Vector, [];
+        ShiftLeft => "shift-left", Vector, [];
+        ShiftRightArithmetic => "shift-right-arithmetic", Vector, [];
+        ShiftRightLogical => "shift-right-logical", Vector, [];
+        Complex => "complex", Vector, [];
+    }
+    other {
+        AddDependency => "add-dependency", Fixed(2), Other, Free, [SideEffect];
+        AfterAll => "after-all", AtLeast(0), Other, Free, [SideEffect];
+        AllGather => "all-gather", AtLeast(1), Collective, Collective, [];
+        AllGatherStart => "all-gather-start", AtLeast(1), Collective, Collective, [SideEffect];
+        AllGatherDone => "all-gather-done", Fixed(1), Collective, Free, [];
+        AllReduce => "all-reduce", AtLeast(1), Collective, Collective, [];
+        AllReduceStart => "all-reduce-start", AtLeast(1), Collective, Collective, [SideEffect];
+        AllReduceDone => "all-reduce-done", Fixed(1), Collective, Free, [];
+        AllToAll => "all-to-all", AtLeast(1), Collective, Collective, [];
+        AsyncStart => "async-start", AtLeast(0), Other, Calls, [];
+        AsyncUpdate => "async-update", Fixed(1), Other, Free, [];
+        AsyncDone => "async-done", Fixed(1), Other, Free, [];
+        BatchNormGrad => "batch-norm-grad", Fixed(5), Other, Vector, [];
+        BatchNormInference => "batch-norm-inference", Fixed(5), Other, Vector, [];
+        BatchNormTraining => "batch-norm-training", Fixed(3), Other, Vector, [];
+        Bitcast => "bitcast", Fixed(1), DataMovement, Free, [];
+        BitcastConvert => "bitcast-convert", Fixed(1), DataMovement, Free, [];
+        Broadcast => "broadcast", Fixed(1), DataMovement, Dma, [];
+        Call => "call", AtLeast(0), ControlFlow, Calls, [];
+        Cholesky => "cholesky", Fixed(1), Other, Vector, [];
+        Clamp => "clamp", Fixed(3), Ternary, Vector, [];
+        CollectiveBroadcast => "collective-broadcast", AtLeast(1), Collective, Collective, [];
+        CollectivePermute => "collective-permute", AtLeast(1), Collective, Collective, [];
+        CollectivePermuteStart => "collective-permute-start", AtLeast(1), Collective, Collective, [SideEffect];
+        CollectivePermuteDone => "collective-permute-done", Fixed(1), Collective, Free, [];
+        Compare => "compare", Fixed(2), Binary, Vector, [];
+        Concatenate => "concatenate", AtLeast(1), DataMovement, Dma, [];
+        Conditional => "conditional", AtLeast(1), ControlFlow, Calls, [];
+        Constant => "constant", Fixed(0), Other, ByInstruction, [];
+        Convert => "convert", Fixed(1), Unary, Vector, [];
+        Convolution => "convolution", Fixed(2), Contraction, Matmul, [Widens];
+        Copy => "copy", Fixed(1), DataMovement, Dma, [];
+        CopyStart => "copy-start", Fixed(1), DataMovement, Dma, [];
+        CopyDone => "copy-done", Fixed(1), DataMovement, Free, [];
+        CustomCall => "custom-call", AtLeast(0), Other, ByInstruction, [];
+        Domain => "domain", Fixed(1), Other, Free, [];
+        Dot => "dot", AtLeast(2), Contraction, Matmul, [Widens];
+        DynamicReshape => "dynamic-reshape", AtLeast(1), DataMovement, Free, [];
+        DynamicSlice => "dynamic-slice", AtLeast(1), DataMovement, Dma, [];
+        DynamicUpdateSlice => "dynamic-update-slice", AtLeast(2), DataMovement, Dma, [];
+        Fft => "fft", Fixed(1), Other, Vector, [];
+        Fusion => "fusion", AtLeast(0), ControlFlow, Calls, [];
+        Gather => "gather", Fixed(2), DataMovement, Dma, [];
+        GetDimensionSize => "get-dimension-size", Fixed(1), Other, Free, [];
+        GetTupleElement => "get-tuple-element", Fixed(1), DataMovement, Free, [];
+        Infeed => "infeed", Fixed(1), Other, Dma, [SideEffect];
+        Iota => "iota", Fixed(0), Other, Pool, [];
+        Map => "map", AtLeast(1), Other, Vector, [];
+        OptimizationBarrier => "opt-barrier", Fixed(1), Other, Free, [];
+        Outfeed => "outfeed", Fixed(2), Other, Dma, [SideEffect];
+        Pad => "pad", Fixed(2), DataMovement, Dma, [];
+        Parameter => "parameter", Fixed(0), Other, Dma, [];
+        PartitionId => "partition-id", Fixed(0), Other, Free, [];
+        RaggedAllToAll => "ragged-all-to-all", AtLeast(1), Collective, Collective, [];
+        Recv => "recv", Fixed(1), Other, Dma, [SideEffect];
+        RecvDone => "recv-done", Fixed(1), Other, Free, [SideEffect];
+        Reduce => "reduce", AtLeast(2), Reduction, Vector, [];
+        ReducePrecision => "reduce-precision", Fixed(1), Unary, Vector, [];
+        ReduceScatter => "reduce-scatter", AtLeast(1), Collective, Collective, [];
+        ReduceWindow => "reduce-window", AtLeast(2), Reduction, Vector, [];
+        ReplicaId => "replica-id", Fixed(0), Other, Free, [];
+        Reshape => "reshape", Fixed(1), DataMovement, Free, [];
+        Reverse => "reverse", Fixed(1), DataMovement, Dma, [];
+        Rng => "rng", Fixed(2), Random, Pool, [SideEffect];
+        RngBitGenerator => "rng-bit-generator", Fixed(1), Random, Pool, [];
+        RngGetAndUpdateState => "rng-get-and-update-state", Fixed(0), Random, Pool, [SideEffect];
+        Scatter => "scatter", AtLeast(3), DataMovement, Dma, [];
+        Select => "select", Fixed(3), Ternary, Vector, [];
+        SelectAndScatter => "select-and-scatter", Fixed(3), Reduction, Vector, [];
+        Send => "send", Fixed(2), Other, Dma, [SideEffect];
+        SendDone => "send-done", Fixed(1), Other, Free, [SideEffect];
+        SetDimensionSize => "set-dimension-size", Fixed(2), Other, Free, [];
+        Slice => "slice", Fixed(1), DataMovement, Dma, [];
+        Sort => "sort", AtLeast(1), Other, Pool, [];
+        StochasticConvert => "stochastic-convert", Fixed(2), Other, Vector, [];
+        TopK => "topk", Fixed(1), Other, Vector, [];
+        Transpose => "transpose", Fixed(1), DataMovement, Dma, [];
+        TriangularSolve => "triangular-solve", Fixed(2), Other, Vector, [];
+        Tuple => "tuple", AtLeast(0), DataMovement, Free, [];
+        While => "while", Fixed(1), ControlFlow, Calls, [];
+    }
 }
 
 impl Opcode {
-    /// Ops whose result may differ between two runs or that talk to the outside world; dce
-    /// must keep them even when unused.
+    /// Whether the op has [`OpProperty::SideEffect`].
     pub fn has_side_effect(self) -> bool {
-        use Opcode::*;
-        matches!(
-            self,
-            Send | SendDone
-                | Recv
-                | RecvDone
-                | Infeed
-                | Outfeed
-                | Rng
-                | RngGetAndUpdateState
-                | AllReduceStart
-                | AllGatherStart
-                | CollectivePermuteStart
-                | AfterAll
-                | AddDependency
-        )
+        self.properties().has(OpProperty::SideEffect)
+    }
+
+    /// Whether the op has [`OpProperty::Transcendental`].
+    pub fn is_transcendental(self) -> bool {
+        self.properties().has(OpProperty::Transcendental)
     }
 
     /// Whether every output element depends only on the same-index elements of operands.
@@ -219,6 +353,18 @@ impl Opcode {
             self.family(),
             OpFamily::Unary | OpFamily::Binary | OpFamily::Ternary
         )
+    }
+}
+
+impl fmt::Display for UnaryOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.opcode().name())
+    }
+}
+
+impl fmt::Display for BinaryOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.opcode().name())
     }
 }
 
@@ -242,5 +388,81 @@ mod tests {
             Some(Opcode::OptimizationBarrier)
         );
         assert_eq!(Opcode::from_name("not-an-op"), None);
+    }
+
+    #[test]
+    fn kernel_opcodes_are_exactly_the_unary_and_binary_rows() {
+        for &op in Opcode::ALL {
+            if let Some(u) = op.as_unary() {
+                assert_eq!(u.opcode(), op);
+                assert_eq!(
+                    (op.family(), op.arity()),
+                    (OpFamily::Unary, Arity::Fixed(1))
+                );
+            }
+            if let Some(b) = op.as_binary() {
+                assert_eq!(b.opcode(), op);
+                assert_eq!(
+                    (op.family(), op.arity()),
+                    (OpFamily::Binary, Arity::Fixed(2))
+                );
+            }
+        }
+        // The elementwise ops with kernels of their own.
+        for op in [Opcode::Convert, Opcode::ReducePrecision, Opcode::Compare] {
+            assert!(op.as_unary().is_none() && op.as_binary().is_none());
+            assert!(op.is_elementwise());
+        }
+    }
+
+    /// The property columns, checked against lists written out by hand from XLA's
+    /// semantics (which ops approximate a transcendental function, which have side effects).
+    #[test]
+    fn property_columns() {
+        use Opcode as O;
+        let transcendental: Vec<_> = Opcode::ALL
+            .iter()
+            .filter(|o| o.is_transcendental())
+            .copied()
+            .collect();
+        let mut want = vec![
+            O::Exp,
+            O::Expm1,
+            O::Log,
+            O::Log1p,
+            O::Logistic,
+            O::Tanh,
+            O::Sin,
+            O::Cos,
+            O::Tan,
+            O::Erf,
+            O::Power,
+            O::Atan2,
+            O::Cbrt,
+            O::Rsqrt,
+        ];
+        want.sort_by_key(|o| o.name());
+        let mut got = transcendental;
+        got.sort_by_key(|o| o.name());
+        assert_eq!(got, want);
+        for op in [O::Add, O::Divide, O::Sqrt, O::Dot, O::Convolution, O::Exp] {
+            assert!(op.properties().has(OpProperty::Widens), "{op}");
+        }
+        for op in [
+            O::Negate,
+            O::Abs,
+            O::Maximum,
+            O::Remainder,
+            O::Floor,
+            O::Reduce,
+            O::Select,
+        ] {
+            assert!(!op.properties().has(OpProperty::Widens), "{op}");
+        }
+        assert!(O::Rng.has_side_effect() && O::AfterAll.has_side_effect());
+        assert!(!O::Add.has_side_effect() && !O::AllReduce.has_side_effect());
+        assert_eq!(O::Dot.cost_class(), CostClass::Matmul);
+        assert_eq!(O::AllReduceDone.cost_class(), CostClass::Free);
+        assert_eq!(O::CustomCall.cost_class(), CostClass::ByInstruction);
     }
 }

@@ -8,10 +8,11 @@ use super::module::Module;
 use super::opcode::{Arity, OpFamily, Opcode};
 use super::shape::{ElementType, Shape, TypeClass};
 use std::collections::HashSet;
-use std::fmt;
 
-/// A verification failure naming where it happened.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A verification failure naming where it happened: `line:col: ` (when the instruction
+/// came from text), the computation, the instruction if any, and the message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}in computation '{computation}'{}: {message}", line_prefix(.loc), instruction_part(.instruction))]
 pub struct VerifyError {
     pub computation: String,
     pub instruction: Option<String>,
@@ -19,42 +20,30 @@ pub struct VerifyError {
     pub message: String,
 }
 
-impl fmt::Display for VerifyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.loc.line > 0 {
-            write!(f, "{}: ", self.loc)?;
-        }
-        write!(f, "in computation '{}'", self.computation)?;
-        if let Some(i) = &self.instruction {
-            write!(f, ", instruction '{i}'")?;
-        }
-        write!(f, ": {}", self.message)
+/// `line:col: ` for a location from text, nothing for a built instruction (line 0).
+fn line_prefix(loc: &Loc) -> String {
+    if loc.line > 0 {
+        format!("{loc}: ")
+    } else {
+        String::new()
     }
 }
 
-impl std::error::Error for VerifyError {}
+fn instruction_part(instruction: &Option<String>) -> String {
+    instruction
+        .as_ref()
+        .map_or(String::new(), |i| format!(", instruction '{i}'"))
+}
 
 /// Non-fatal observations (accepted but noteworthy input), such as an integer compare
 /// whose type disagrees with its operands' signedness.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}warning: in computation '{computation}', instruction '{instruction}': {message}", line_prefix(.loc))]
 pub struct VerifyWarning {
     pub computation: String,
     pub instruction: String,
     pub loc: Loc,
     pub message: String,
-}
-
-impl fmt::Display for VerifyWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.loc.line > 0 {
-            write!(f, "{}: ", self.loc)?;
-        }
-        write!(
-            f,
-            "warning: in computation '{}', instruction '{}': {}",
-            self.computation, self.instruction, self.message
-        )
-    }
 }
 
 /// Verifies a module; returns the warnings on success.

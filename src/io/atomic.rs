@@ -18,21 +18,14 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// A failure to write `path`, with the OS error; displayed as `cannot write PATH: ERROR`.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}: {error}", path.display())]
 pub struct WriteError {
     /// The target as the caller named it.
     pub path: PathBuf,
     /// What failed.
     pub error: io::Error,
 }
-
-impl std::fmt::Display for WriteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot write {}: {}", self.path.display(), self.error)
-    }
-}
-
-impl std::error::Error for WriteError {}
 
 /// Writes a file atomically: `fill` writes the whole contents into a buffered temporary file
 /// beside `path`; when it succeeds the file is flushed, synced and renamed over `path`. When

@@ -7,11 +7,10 @@ pub mod npz;
 pub mod raw;
 pub mod summary;
 
-use std::fmt;
-
 /// A failure to read or write an array file, or an argument that does not fit the module.
 /// The message says which file or argument and what was expected.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct IoError {
     pub message: String,
 }
@@ -23,14 +22,6 @@ impl IoError {
         }
     }
 }
-
-impl fmt::Display for IoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for IoError {}
 
 /// The longest excerpt of user input an error message quotes, in characters.
 pub const EXCERPT_CHARS: usize = 80;

@@ -34,7 +34,8 @@ use std::collections::VecDeque;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CallInliner;
 
-const NAME: &str = "call-inliner";
+/// The pass's hlo-opt name.
+pub const NAME: &str = "call-inliner";
 
 impl Pass for CallInliner {
     fn name(&self) -> &'static str {

@@ -102,9 +102,12 @@ pub(crate) fn remove_dead_computations(module: &mut Module) -> bool {
     true
 }
 
+/// The pass's hlo-opt name.
+pub const NAME: &str = "dce";
+
 impl Pass for Dce {
     fn name(&self) -> &'static str {
-        "dce"
+        NAME
     }
 
     fn run(&self, module: &mut Module, _prov: &mut Provenance) -> Result<bool, PassError> {

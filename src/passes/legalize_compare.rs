@@ -12,20 +12,21 @@
 //!
 //! Provenance: the new compare maps to the compare it replaces.
 
-use super::mutants::Mutation;
+use super::mutants::{Injected, Mutation};
 use super::pass::{Pass, PassError};
 use super::provenance::Provenance;
 use super::rewrite::{apply_replacements, post_order, SideEffects};
 use crate::hlo::*;
 
-/// The `legalize-compare` pass. Construct the correct pass with `Default`; broken variants
-/// only through [`super::mutants::legalize_compare`].
+/// The `legalize-compare` pass. Construct it with `Default`; the broken variants of the
+/// differential tester's tests exist only with the `mutants` feature.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LegalizeCompare {
-    pub(crate) mutation: Mutation,
+    pub(crate) bug: Injected,
 }
 
-const NAME: &str = "legalize-compare";
+/// The pass's hlo-opt name.
+pub const NAME: &str = "legalize-compare";
 
 fn flip(d: ComparisonDirection) -> ComparisonDirection {
     use ComparisonDirection::*;
@@ -72,7 +73,7 @@ impl Pass for LegalizeCompare {
                 .comparison_type
                 .unwrap_or_else(|| ComparisonType::default_for(t0));
             let mut want = ComparisonType::default_for(t1);
-            if self.mutation == Mutation::CompareTypeTotalOrder && t1.is_float() {
+            if self.bug.is(Mutation::CompareTypeTotalOrder) && t1.is_float() {
                 want = ComparisonType::TotalOrder;
             }
             if stored != want {
@@ -95,7 +96,7 @@ impl Pass for LegalizeCompare {
                 old.operands.clone(),
             );
             let dir = old.attrs.direction;
-            new.attrs.direction = if self.mutation == Mutation::CompareDirectionFlipped {
+            new.attrs.direction = if self.bug.is(Mutation::CompareDirectionFlipped) {
                 dir.map(flip)
             } else {
                 dir

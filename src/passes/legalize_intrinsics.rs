@@ -24,35 +24,12 @@
 //!
 //! Provenance: the new custom-call and its constant both map to the replaced activation.
 
-use super::mutants::Mutation;
+use super::mutants::{Injected, Mutation};
 use super::pass::{Pass, PassError};
 use super::provenance::Provenance;
 use super::rewrite::{apply_replacements, post_order, SideEffects};
 use crate::hlo::*;
-
-/// The custom-call target that legalize-intrinsics bypasses (replaces by its operand 0).
-pub const TRANSFER_WITH_STATIC_RING: &str = "AwsNeuronTransferWithStaticRing";
-
-/// The activation targets legalize-intrinsics lowers, in ENGINE.md order.
-pub const ACTIVATIONS: [&str; 6] = [
-    "AwsNeuronErf",
-    "AwsNeuronGelu",
-    "AwsNeuronGeluBackward",
-    "AwsNeuronGeluApprxTanh",
-    "AwsNeuronSilu",
-    "AwsNeuronSiluBackward",
-];
-
-/// The dtype suffix legalize-intrinsics appends for a result element type (`None` for a
-/// tuple or token result): `_f32`, `_f16`, `_bf16`, or empty for any other type.
-pub fn dtype_suffix(ty: Option<ElementType>) -> &'static str {
-    match ty {
-        Some(ElementType::F32) => "_f32",
-        Some(ElementType::F16) => "_f16",
-        Some(ElementType::BF16) => "_bf16",
-        _ => "",
-    }
-}
+use crate::neuron;
 
 /// The element count operand n for a result shape: the product of its dimensions as a
 /// wrapping 32-bit signed multiply (1 for a scalar; 1 for a tuple or token, which have no
@@ -64,14 +41,15 @@ pub fn element_count_i32(shape: &Shape) -> i32 {
         .fold(1i32, |acc, &d| acc.wrapping_mul(d as i32))
 }
 
-/// The `legalize-intrinsics` pass. Construct the correct pass with `Default`; broken
-/// variants only through [`super::mutants::legalize_intrinsics`].
+/// The `legalize-intrinsics` pass. Construct it with `Default`; the broken variants of the
+/// differential tester's tests exist only with the `mutants` feature.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LegalizeIntrinsics {
-    pub(crate) mutation: Mutation,
+    pub(crate) bug: Injected,
 }
 
-const NAME: &str = "legalize-intrinsics";
+/// The pass's hlo-opt name.
+pub const NAME: &str = "legalize-intrinsics";
 
 enum Match {
     Bypass,
@@ -81,14 +59,14 @@ enum Match {
 impl LegalizeIntrinsics {
     fn classify(&self, ins: &Instruction) -> Option<Match> {
         let t = ins.custom_call_target()?;
-        if t == TRANSFER_WITH_STATIC_RING {
+        if t == neuron::TRANSFER_WITH_STATIC_RING {
             return Some(Match::Bypass);
         }
-        let m = self.mutation;
-        let base = if ACTIVATIONS.contains(&t)
-            || (m == Mutation::SoftmaxAsActivation && t == "AwsNeuronSoftmax")
+        let bug = self.bug;
+        let base = if neuron::activation(t).is_some()
+            || (bug.is(Mutation::SoftmaxAsActivation) && t == neuron::SOFTMAX)
         {
-            if m == Mutation::GeluBackwardAsGelu && t == "AwsNeuronGeluBackward" {
+            if bug.is(Mutation::GeluBackwardAsGelu) && t == "AwsNeuronGeluBackward" {
                 "AwsNeuronGelu"
             } else {
                 t
@@ -97,10 +75,11 @@ impl LegalizeIntrinsics {
             return None;
         };
         let ty = ins.shape.element_type();
-        let suffix = match (m, ty) {
-            (Mutation::WrongSuffix, Some(ElementType::F16)) => "_bf16",
-            (Mutation::WrongSuffix, Some(ElementType::BF16)) => "_f16",
-            _ => dtype_suffix(ty),
+        let suffix = match ty {
+            Some(ElementType::F16) if bug.is(Mutation::WrongSuffix) => "_bf16",
+            Some(ElementType::BF16) if bug.is(Mutation::WrongSuffix) => "_f16",
+            // A tuple result, or a type with no device kernel: the bare name.
+            _ => ty.and_then(neuron::dtype_suffix).unwrap_or(""),
         };
         Some(Match::Activation {
             target: format!("{base}{suffix}"),
@@ -108,10 +87,12 @@ impl LegalizeIntrinsics {
     }
 
     fn count(&self, shape: &Shape) -> i32 {
-        match self.mutation {
-            Mutation::CountOffByOne => element_count_i32(shape).wrapping_add(1),
-            Mutation::CountFirstDimOnly => shape.dims().first().map_or(1, |&d| d as i32),
-            _ => element_count_i32(shape),
+        if self.bug.is(Mutation::CountOffByOne) {
+            element_count_i32(shape).wrapping_add(1)
+        } else if self.bug.is(Mutation::CountFirstDimOnly) {
+            shape.dims().first().map_or(1, |&d| d as i32)
+        } else {
+            element_count_i32(shape)
         }
     }
 }
@@ -147,7 +128,7 @@ impl Pass for LegalizeIntrinsics {
                     });
                 }
                 found.push((id, m));
-                skip_next = self.mutation == Mutation::RewriteDuringWalk;
+                skip_next = self.bug.is(Mutation::RewriteDuringWalk);
             }
         }
         if found.is_empty() {
@@ -167,7 +148,7 @@ impl Pass for LegalizeIntrinsics {
                     let shape = old.shape.clone();
                     let old_name = old.name.clone();
                     let mut operands = vec![old.operands[0]];
-                    if self.mutation == Mutation::KeepSecondOperand {
+                    if self.bug.is(Mutation::KeepSecondOperand) {
                         operands.extend(old.operands.iter().skip(1));
                     }
                     let mut constant = Instruction::new(

@@ -12,14 +12,18 @@
 //! instruction of the output back to the original module.
 //!
 //! Deliberately broken variants of the legalize passes, for testing the differential tester,
-//! live in [`mutants`] and are not reachable from the command line.
+//! live in `mutants`, behind the `mutants` Cargo feature (on for the tests, off in the
+//! default build); they are never reachable from the command line.
 
 pub mod call_inliner;
 pub mod dce;
 pub mod legalize_compare;
 pub mod legalize_intrinsics;
 pub mod manager;
+#[cfg(feature = "mutants")]
 pub mod mutants;
+#[cfg(not(feature = "mutants"))]
+mod mutants;
 pub mod pass;
 pub mod provenance;
 pub mod registry;

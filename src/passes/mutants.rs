@@ -1,10 +1,16 @@
 //! Deliberately broken variants of the legalize passes, for testing the differential
-//! tester: each [`Mutation`] is one realistic bug that the tester must catch. They exist only
-//! as library values built here (`legalize_intrinsics(m)`, `legalize_compare(m)`); the
-//! registry and the command line only ever construct the correct passes
-//! ([`Mutation::None`]).
+//! tester: each [`Mutation`] is one realistic bug that the tester must catch.
+//!
+//! Behind the `mutants` Cargo feature, which the test targets turn on (Cargo.toml's
+//! self dev-dependency) and the default build leaves off. With it, this module is public
+//! and builds broken passes (`legalize_intrinsics(m)`, `legalize_compare(m)`); the registry
+//! and the command line still only ever construct the correct passes. Without it, a pass's
+//! [`Injected`] bug is a zero-sized value whose [`Injected::is`] is constant `false`, so the
+//! bug branches in the passes compile away and nothing of this module is public.
 
+#[cfg(feature = "mutants")]
 use super::legalize_compare::LegalizeCompare;
+#[cfg(feature = "mutants")]
 use super::legalize_intrinsics::LegalizeIntrinsics;
 
 /// One injected bug in `legalize-intrinsics` or `legalize-compare`.
@@ -36,6 +42,31 @@ pub enum Mutation {
     CompareTypeTotalOrder,
 }
 
+/// The bug a pass instance carries: [`Mutation::None`] always without the `mutants`
+/// feature (and then zero-sized).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Injected {
+    #[cfg(feature = "mutants")]
+    pub(crate) mutation: Mutation,
+}
+
+impl Injected {
+    /// Whether the pass carries bug `m`.
+    #[inline(always)]
+    pub(crate) fn is(self, m: Mutation) -> bool {
+        #[cfg(feature = "mutants")]
+        {
+            self.mutation == m
+        }
+        #[cfg(not(feature = "mutants"))]
+        {
+            let _ = m;
+            false
+        }
+    }
+}
+
+#[cfg(feature = "mutants")]
 impl Mutation {
     /// Every mutation, the correct pass ([`Mutation::None`]) first.
     pub const ALL: &'static [Mutation] = &[
@@ -61,15 +92,21 @@ impl Mutation {
 }
 
 /// legalize-intrinsics with the given bug (compare mutations leave it correct).
+#[cfg(feature = "mutants")]
 pub fn legalize_intrinsics(m: Mutation) -> LegalizeIntrinsics {
     LegalizeIntrinsics {
-        mutation: if m.is_compare() { Mutation::None } else { m },
+        bug: Injected {
+            mutation: if m.is_compare() { Mutation::None } else { m },
+        },
     }
 }
 
 /// legalize-compare with the given bug (intrinsics mutations leave it correct).
+#[cfg(feature = "mutants")]
 pub fn legalize_compare(m: Mutation) -> LegalizeCompare {
     LegalizeCompare {
-        mutation: if m.is_compare() { m } else { Mutation::None },
+        bug: Injected {
+            mutation: if m.is_compare() { m } else { Mutation::None },
+        },
     }
 }

@@ -4,7 +4,6 @@
 
 use super::provenance::Provenance;
 use crate::hlo::{Module, VerifyError};
-use std::fmt;
 
 /// A transformation of a whole module.
 pub trait Pass {
@@ -19,14 +18,17 @@ pub trait Pass {
 }
 
 /// Why a pass or a pipeline failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum PassError {
     /// A pass name that is not in the registry; carries the known names for the message.
+    #[error("unknown pass '{name}'; known passes: {}", known.join(", "))]
     UnknownPass { name: String, known: Vec<String> },
     /// A registered pass with no known behaviour (hlo-opt order 4, `stub`).
+    #[error("pass '{name}' (hlo-opt order {order}) has no known behaviour and is not implemented")]
     NotImplemented { name: String, order: u32 },
     /// The input module was outside what a pass can handle (for example an activation
     /// custom-call without operands); names the pass and the instruction.
+    #[error("{pass}: in computation '{computation}', instruction '{instruction}': {message}")]
     Malformed {
         pass: &'static str,
         computation: String,
@@ -34,41 +36,12 @@ pub enum PassError {
         message: String,
     },
     /// The module given to the pipeline does not verify.
+    #[error("input module does not verify: {0}")]
     InvalidInput(VerifyError),
     /// The module failed verification after a pass: the pass broke it.
+    #[error("module does not verify after pass '{pass}': {error}")]
     VerifyAfter { pass: String, error: VerifyError },
     /// Writing a dump file failed.
+    #[error("cannot write dump {path}: {error}")]
     Dump { path: String, error: std::io::Error },
 }
-
-impl fmt::Display for PassError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PassError::UnknownPass { name, known } => write!(
-                f,
-                "unknown pass '{name}'; known passes: {}",
-                known.join(", ")
-            ),
-            PassError::NotImplemented { name, order } => write!(
-                f,
-                "pass '{name}' (hlo-opt order {order}) has no known behaviour and is not implemented"
-            ),
-            PassError::Malformed {
-                pass,
-                computation,
-                instruction,
-                message,
-            } => write!(
-                f,
-                "{pass}: in computation '{computation}', instruction '{instruction}': {message}"
-            ),
-            PassError::InvalidInput(e) => write!(f, "input module does not verify: {e}"),
-            PassError::VerifyAfter { pass, error } => {
-                write!(f, "module does not verify after pass '{pass}': {error}")
-            }
-            PassError::Dump { path, error } => write!(f, "cannot write dump {path}: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for PassError {}

@@ -3,12 +3,12 @@
 //! behaviour; it is listed so that `--list` matches hlo-opt's numbering, and asking for it is
 //! an error rather than an invented transformation.
 
-use super::call_inliner::CallInliner;
-use super::dce::Dce;
-use super::legalize_compare::LegalizeCompare;
-use super::legalize_intrinsics::LegalizeIntrinsics;
+use super::call_inliner::{self, CallInliner};
+use super::dce::{self, Dce};
+use super::legalize_compare::{self, LegalizeCompare};
+use super::legalize_intrinsics::{self, LegalizeIntrinsics};
 use super::pass::{Pass, PassError};
-use super::tuple_simplifier::TupleSimplifier;
+use super::tuple_simplifier::{self, TupleSimplifier};
 
 /// One registry entry.
 pub struct PassInfo {
@@ -25,19 +25,19 @@ pub struct PassInfo {
 /// Every known pass, in registration order.
 pub static REGISTRY: &[PassInfo] = &[
     PassInfo {
-        name: "tuple-simplifier",
+        name: tuple_simplifier::NAME,
         order: 1,
         description: "fold get-tuple-element of a tuple and tuples rebuilt from another tuple",
         make: Some(|| Box::new(TupleSimplifier)),
     },
     PassInfo {
-        name: "call-inliner",
+        name: call_inliner::NAME,
         order: 2,
         description: "inline every call into its caller, then remove what became dead",
         make: Some(|| Box::new(CallInliner)),
     },
     PassInfo {
-        name: "dce",
+        name: dce::NAME,
         order: 3,
         description: "remove unused side-effect-free instructions and uncalled computations",
         make: Some(|| Box::new(Dce)),
@@ -49,14 +49,14 @@ pub static REGISTRY: &[PassInfo] = &[
         make: None,
     },
     PassInfo {
-        name: "legalize-intrinsics",
+        name: legalize_intrinsics::NAME,
         order: 5,
         description:
             "lower AwsNeuron activations to dtype-suffixed kernels, drop TransferWithStaticRing",
         make: Some(|| Box::new(LegalizeIntrinsics::default())),
     },
     PassInfo {
-        name: "legalize-compare",
+        name: legalize_compare::NAME,
         order: 13,
         description: "reset compare types to DefaultComparisonType of the operands",
         make: Some(|| Box::new(LegalizeCompare::default())),
@@ -65,11 +65,11 @@ pub static REGISTRY: &[PassInfo] = &[
 
 /// The Neuron front of the hlo-opt pipeline (orders 1, 2, 3, 5, 13), `--pipeline neuron`.
 pub const NEURON_PIPELINE: &[&str] = &[
-    "tuple-simplifier",
-    "call-inliner",
-    "dce",
-    "legalize-intrinsics",
-    "legalize-compare",
+    tuple_simplifier::NAME,
+    call_inliner::NAME,
+    dce::NAME,
+    legalize_intrinsics::NAME,
+    legalize_compare::NAME,
 ];
 
 /// Finds a registry entry by name; the error lists the known names.
@@ -83,7 +83,8 @@ pub fn lookup(name: &str) -> Result<&'static PassInfo, PassError> {
         })
 }
 
-/// Builds the pass registered under `name`.
+/// Builds the pass registered under `name` (its [`Pass::name`] is that name: each pass's
+/// `NAME` constant is the one spelling, used by both).
 pub fn make(name: &str) -> Result<Box<dyn Pass>, PassError> {
     let info = lookup(name)?;
     match info.make {
@@ -92,5 +93,37 @@ pub fn make(name: &str) -> Result<Box<dyn Pass>, PassError> {
             name: info.name.to_string(),
             order: info.order,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every runnable entry builds a pass that reports the registered name, and the
+    /// pipeline names are registered.
+    #[test]
+    fn registered_names_are_the_passes_names() {
+        for info in REGISTRY {
+            if let Some(f) = info.make {
+                assert_eq!(f().name(), info.name);
+                assert_eq!(make(info.name).unwrap().name(), info.name);
+            }
+        }
+        for name in NEURON_PIPELINE {
+            assert!(lookup(name).unwrap().make.is_some(), "{name}");
+        }
+        let names: Vec<_> = REGISTRY.iter().map(|p| p.name).collect();
+        assert_eq!(
+            names,
+            [
+                "tuple-simplifier",
+                "call-inliner",
+                "dce",
+                "stub",
+                "legalize-intrinsics",
+                "legalize-compare"
+            ]
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! computed from rewritten compares). Kept in the library so the integration test and the
 //! criterion bench build exactly the same module.
 
-use super::legalize_intrinsics::{ACTIVATIONS, TRANSFER_WITH_STATIC_RING};
+use crate::neuron::{ACTIVATIONS, TRANSFER_WITH_STATIC_RING};
 use std::fmt::Write;
 
 /// HLO text of a module with `iterations` rounds; each round adds one activation and one
@@ -62,7 +62,7 @@ pub fn stress_module_text(iterations: usize) -> String {
             );
             x = format!("t.{i}");
         }
-        let target = ACTIVATIONS[(i / 3) % 6];
+        let target = ACTIVATIONS[(i / 3) % ACTIVATIONS.len()].intrinsic;
         let _ = writeln!(
             s,
             "  %act.{i} = {sh} custom-call({sh} %{x}), custom_call_target=\"{target}\""

@@ -132,9 +132,12 @@ fn plan(comp: &Computation) -> Result<Vec<(InstrId, InstrId)>, PassError> {
     Ok(out)
 }
 
+/// The pass's hlo-opt name.
+pub const NAME: &str = "tuple-simplifier";
+
 impl Pass for TupleSimplifier {
     fn name(&self) -> &'static str {
-        "tuple-simplifier"
+        NAME
     }
 
     fn run(&self, module: &mut Module, _prov: &mut Provenance) -> Result<bool, PassError> {

@@ -1825,9 +1825,9 @@ impl Gen {
             }
         };
         // The activations legalize-intrinsics lowers, and the ring transfer it removes.
-        let targets: Vec<&str> = hlosim::passes::legalize_intrinsics::ACTIVATIONS
+        let targets: Vec<&str> = hlosim::neuron::ACTIVATIONS
             .iter()
-            .copied()
+            .map(|a| a.intrinsic)
             .chain([hlosim::neuron::TRANSFER_WITH_STATIC_RING])
             .collect();
         let t = *targets.choose(&mut self.rng).unwrap();

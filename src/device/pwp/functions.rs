@@ -270,19 +270,5 @@ pub fn by_code(code: u32) -> Option<&'static ExactFunction> {
 /// The exact function an `AwsNeuron*` intrinsic stands for (ENGINE.md §2, last bullet), with or
 /// without the `_f32`/`_f16`/`_bf16` suffix the legalize pass adds.
 pub fn for_intrinsic(target: &str) -> Option<&'static ExactFunction> {
-    let base = target
-        .strip_suffix("_f32")
-        .or_else(|| target.strip_suffix("_f16"))
-        .or_else(|| target.strip_suffix("_bf16"))
-        .unwrap_or(target);
-    let name = match base {
-        "AwsNeuronErf" => "erf",
-        "AwsNeuronGelu" => "gelu",
-        "AwsNeuronGeluBackward" => "derivative_gelu",
-        "AwsNeuronGeluApprxTanh" => "gelu_apprx_tanh",
-        "AwsNeuronSilu" => "silu",
-        "AwsNeuronSiluBackward" => "derivative_silu",
-        _ => return None,
-    };
-    by_name(name)
+    by_name(crate::neuron::activation_of_target(target)?.function)
 }

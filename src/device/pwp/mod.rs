@@ -31,24 +31,28 @@ pub use functions::{by_code, by_name, ExactFunction};
 pub use sweep::{sweep, AccuracyTarget, DtypeTarget, SweepOptions, SweepReport};
 pub use table::{BuildInfo, Corner, Cubic, Half, Octave, Symmetry, Table, TableSpec};
 
-use std::fmt;
-
 /// Errors of the PWP module: malformed table files, invalid table contents, failed fits, bad
 /// user expressions and misuse of the slice kernels. Every message names the problem so that a
 /// CLI can print it as is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PwpError {
     /// The JSON text could not be parsed into the table schema (message includes line/column).
+    #[error("malformed PWP table JSON: {0}")]
     Json(String),
     /// The JSON parsed but the table it describes is inconsistent (names the offending field).
+    #[error("invalid PWP table: {0}")]
     Invalid(String),
     /// Reading or writing a table file failed.
+    #[error("PWP table I/O error: {0}")]
     Io(String),
     /// The builder could not meet the accuracy target.
+    #[error("PWP table fit failed: {0}")]
     Fit(String),
     /// A user expression could not be parsed or does not describe a function of `x`.
+    #[error("bad activation expression: {0}")]
     Expr(String),
     /// A slice kernel was given input and output slices of different lengths.
+    #[error("activation kernel: input has {input} elements but output has {output}")]
     LengthMismatch {
         /// Number of input elements.
         input: usize,
@@ -56,27 +60,9 @@ pub enum PwpError {
         output: usize,
     },
     /// A name or function code that no exact function carries.
+    #[error("unknown activation function: {0}")]
     UnknownFunction(String),
 }
-
-impl fmt::Display for PwpError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PwpError::Json(m) => write!(f, "malformed PWP table JSON: {m}"),
-            PwpError::Invalid(m) => write!(f, "invalid PWP table: {m}"),
-            PwpError::Io(m) => write!(f, "PWP table I/O error: {m}"),
-            PwpError::Fit(m) => write!(f, "PWP table fit failed: {m}"),
-            PwpError::Expr(m) => write!(f, "bad activation expression: {m}"),
-            PwpError::LengthMismatch { input, output } => write!(
-                f,
-                "activation kernel: input has {input} elements but output has {output}"
-            ),
-            PwpError::UnknownFunction(m) => write!(f, "unknown activation function: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for PwpError {}
 
 /// Element types the activation engine reads and writes; used to pick rounding and ULP
 /// measures in sweeps and accuracy targets.

@@ -21,7 +21,7 @@ pub mod softmax;
 
 use super::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayLiteral, Instruction};
-use crate::math::{activations as act, f64_buffer};
+use crate::math::f64_buffer;
 use crate::neuron;
 use rayon::prelude::*;
 
@@ -31,26 +31,9 @@ const PARALLEL_THRESHOLD: usize = 1 << 16;
 /// An exact scalar activation function.
 pub type Activation = fn(f64) -> f64;
 
-/// The activation intrinsics by base target name.
-const ACTIVATIONS: [(&str, Activation); 6] = [
-    ("AwsNeuronErf", act::erf),
-    ("AwsNeuronGelu", act::gelu),
-    ("AwsNeuronGeluBackward", act::gelu_backward),
-    ("AwsNeuronGeluApprxTanh", act::gelu_tanh),
-    ("AwsNeuronSilu", act::silu),
-    ("AwsNeuronSiluBackward", act::silu_backward),
-];
-
 /// The exact function of an activation target (bare or dtype-suffixed), if it is one.
 pub fn activation_function(target: &str) -> Option<Activation> {
-    let base = ["_f32", "_f16", "_bf16"]
-        .iter()
-        .find_map(|s| target.strip_suffix(s))
-        .unwrap_or(target);
-    ACTIVATIONS
-        .iter()
-        .find(|(name, _)| *name == base)
-        .map(|(_, f)| *f)
+    neuron::activation_of_target(target).map(|a| a.exact)
 }
 
 /// Evaluates a custom-call by its target.
