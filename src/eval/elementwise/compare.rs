@@ -6,6 +6,7 @@
 //! disagrees with the operands (hlosim's verifier only warns about it). When `type=` is
 //! absent the default for the element type applies (ComparisonType::default_for).
 
+use super::scalar_ops::FloatStorage;
 use super::{check_same_dims, map2, result_shape};
 use crate::eval::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ComparisonDirection, ComparisonType, Instruction};
@@ -120,11 +121,11 @@ pub fn compare(ins: &Instruction, ops: &[&Value]) -> KResult {
         (D::F16(p), D::F16(q)) if total => {
             cmp_keyed(p, q, dir, |v| total_order_key(v.to_bits() as u64, 16))
         }
-        // FLOAT compares see subnormals as zero (XLA:CPU runs with DAZ).
-        (D::F32(p), D::F32(q)) => cmp_keyed_f(p, q, dir, super::daz32),
-        (D::F64(p), D::F64(q)) => cmp_keyed_f(p, q, dir, super::daz64),
-        (D::BF16(p), D::BF16(q)) => cmp_keyed_f(p, q, dir, |v| super::daz32(v.to_f32())),
-        (D::F16(p), D::F16(q)) => cmp(p, q, dir),
+        // FLOAT compares see subnormals as zero (XLA:CPU runs with DAZ; scalar_ops).
+        (D::F32(p), D::F32(q)) => cmp_keyed_f(p, q, dir, FloatStorage::compare_key),
+        (D::F64(p), D::F64(q)) => cmp_keyed_f(p, q, dir, FloatStorage::compare_key),
+        (D::BF16(p), D::BF16(q)) => cmp_keyed_f(p, q, dir, FloatStorage::compare_key),
+        (D::F16(p), D::F16(q)) => cmp_keyed_f(p, q, dir, FloatStorage::compare_key),
         (D::Bits8(p), D::Bits8(q)) if ty.is_narrow_float() => {
             let mf = super::Minifloat::new(ty);
             let width = super::ty_bits(ty).min(8);

@@ -13,13 +13,17 @@
 //! at the f32 threshold. [`daz32`]/[`daz64`] reproduce it where XLA's machine code is
 //! subject to it (arithmetic, FLOAT compares, clamp, float converts); bit-level ops
 //! (negate, abs, reduce-precision, total-order compares, data movement) keep subnormals.
+//! The binary float operations and FLOAT comparisons are defined once, with their flushing
+//! rule, in [`scalar_ops`], which the reducers and the scalar program of called computations
+//! share.
 
 mod binary;
 mod compare;
 pub(crate) mod convert;
-mod int;
+pub(crate) mod int;
 mod logistic;
 mod reduce_precision;
+pub(crate) mod scalar_ops;
 mod select;
 mod unary;
 
@@ -106,25 +110,7 @@ where
     }
 }
 
-/// Flushes an f32 subnormal to zero of the same sign (DAZ on inputs, FTZ on results).
-#[inline(always)]
-pub(crate) fn daz32(x: f32) -> f32 {
-    if x.is_subnormal() {
-        0f32.copysign(x)
-    } else {
-        x
-    }
-}
-
-/// Flushes an f64 subnormal to zero of the same sign.
-#[inline(always)]
-pub(crate) fn daz64(x: f64) -> f64 {
-    if x.is_subnormal() {
-        0f64.copysign(x)
-    } else {
-        x
-    }
-}
+pub(crate) use scalar_ops::{daz32, daz64};
 
 /// The result array shape of an instruction, or an error for tuple/token results.
 pub(crate) fn result_shape(ins: &Instruction) -> Result<&ArrayShape, EvalError> {

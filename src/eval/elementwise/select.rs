@@ -1,6 +1,6 @@
 //! `select` (scalar or array predicate) and `clamp` (scalar or array bounds).
 
-use super::binary::{fmax, fmin};
+use super::scalar_ops::{fmax, fmin};
 use super::{daz32, daz64, map1, map2, map3, result_shape};
 use crate::eval::{err, EvalError, KResult, Value};
 use crate::hlo::Instruction;

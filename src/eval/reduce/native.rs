@@ -3,11 +3,16 @@
 //! kernels run monomorphised loops over the typed buffers with these functions instead of
 //! interpreting the computation per element.
 //!
-//! Semantics follow XLA:CPU: integer arithmetic wraps; pred `add`/`maximum` are `or` and
-//! `multiply`/`minimum` are `and`; bf16/f16 are computed in f32 and rounded to nearest even;
-//! float `maximum`/`minimum` propagate NaN and order -0 below +0 (LLVM `maximum`/`minimum`,
-//! which XLA:CPU emits when fast-min-max is off).
+//! Semantics follow XLA:CPU: integer arithmetic wraps (the elementwise kernels' [`XInt`]);
+//! pred `add`/`maximum` are `or` and `multiply`/`minimum` are `and`; float operations are the
+//! elementwise kernels' own definitions ([`scalar_ops`]): bf16/f16 computed in f32 and
+//! rounded to nearest even, f32/f64/bf16 subnormals flushed (DAZ/FTZ) at every step,
+//! `maximum`/`minimum` NaN-propagating with -0 below +0.
+//!
+//! [`scalar_ops`]: crate::eval::elementwise::scalar_ops
 
+use crate::eval::elementwise::int::XInt;
+use crate::eval::elementwise::scalar_ops::{self as ops, FloatStorage};
 use crate::hlo::{ArrayData, ElementType, Opcode};
 use half::{bf16, f16};
 use num_complex::Complex;
@@ -115,13 +120,13 @@ macro_rules! native_int {
         impl Native for $t {
             data_variant!($t, $var);
             fn supports(_: NOp) -> bool { true }
-            #[inline(always)] fn add(a: Self, b: Self) -> Self { a.wrapping_add(b) }
-            #[inline(always)] fn mul(a: Self, b: Self) -> Self { a.wrapping_mul(b) }
+            #[inline(always)] fn add(a: Self, b: Self) -> Self { a.wadd(b) }
+            #[inline(always)] fn mul(a: Self, b: Self) -> Self { a.wmul(b) }
             #[inline(always)] fn max(a: Self, b: Self) -> Self { if a >= b { a } else { b } }
             #[inline(always)] fn min(a: Self, b: Self) -> Self { if a <= b { a } else { b } }
-            #[inline(always)] fn and(a: Self, b: Self) -> Self { a & b }
-            #[inline(always)] fn or(a: Self, b: Self) -> Self { a | b }
-            #[inline(always)] fn xor(a: Self, b: Self) -> Self { a ^ b }
+            #[inline(always)] fn and(a: Self, b: Self) -> Self { XInt::and(a, b) }
+            #[inline(always)] fn or(a: Self, b: Self) -> Self { XInt::or(a, b) }
+            #[inline(always)] fn xor(a: Self, b: Self) -> Self { XInt::xor(a, b) }
         }
     )*};
 }
@@ -162,38 +167,10 @@ impl Native for bool {
     }
 }
 
-/// LLVM `maximum`: NaN if either is NaN, +0 above -0.
-#[inline(always)]
-pub(crate) fn fmax64(a: f64, b: f64) -> f64 {
-    if a.is_nan() {
-        a
-    } else if b.is_nan() {
-        b
-    } else if a > b || (a == b && !a.is_sign_negative()) {
-        a
-    } else {
-        b
-    }
-}
-
-/// LLVM `minimum`: NaN if either is NaN, -0 below +0.
-#[inline(always)]
-pub(crate) fn fmin64(a: f64, b: f64) -> f64 {
-    if a.is_nan() {
-        a
-    } else if b.is_nan() {
-        b
-    } else if a < b {
-        a
-    } else if b < a {
-        b
-    } else if a.is_sign_negative() {
-        a
-    } else {
-        b
-    }
-}
-
+/// The float storage types: every operation is the shared definition in
+/// [`scalar_ops`](crate::eval::elementwise::scalar_ops), flushing rule included (XLA:CPU
+/// compiles a reducer into the same code as the elementwise op: oracle fixtures
+/// subnormal_reduce, subnormal_reduce_window, subnormal_scatter, subnormal_map).
 macro_rules! native_float {
     ($($t:ty => $var:ident),*) => {$(
         impl Native for $t {
@@ -201,52 +178,17 @@ macro_rules! native_float {
             fn supports(op: NOp) -> bool {
                 matches!(op, NOp::Add | NOp::Mul | NOp::Max | NOp::Min)
             }
-            #[inline(always)] fn add(a: Self, b: Self) -> Self { a + b }
-            #[inline(always)] fn mul(a: Self, b: Self) -> Self { a * b }
-            #[inline(always)]
-            fn max(a: Self, b: Self) -> Self {
-                if a.is_nan() { a } else if b.is_nan() { b } else if a > b { a }
-                else if b > a { b } else if a.is_sign_negative() { b } else { a }
-            }
-            #[inline(always)]
-            fn min(a: Self, b: Self) -> Self {
-                if a.is_nan() { a } else if b.is_nan() { b } else if a < b { a }
-                else if b < a { b } else if a.is_sign_negative() { a } else { b }
-            }
+            #[inline(always)] fn add(a: Self, b: Self) -> Self { <$t>::apply::<ops::Add>(a, b) }
+            #[inline(always)] fn mul(a: Self, b: Self) -> Self { <$t>::apply::<ops::Mul>(a, b) }
+            #[inline(always)] fn max(a: Self, b: Self) -> Self { <$t>::apply::<ops::Max>(a, b) }
+            #[inline(always)] fn min(a: Self, b: Self) -> Self { <$t>::apply::<ops::Min>(a, b) }
             fn and(a: Self, _: Self) -> Self { a }
             fn or(a: Self, _: Self) -> Self { a }
             fn xor(a: Self, _: Self) -> Self { a }
         }
     )*};
 }
-native_float!(f32 => F32, f64 => F64);
-
-macro_rules! native_half {
-    ($($t:ty => $var:ident),*) => {$(
-        impl Native for $t {
-            data_variant!($t, $var);
-            fn supports(op: NOp) -> bool {
-                matches!(op, NOp::Add | NOp::Mul | NOp::Max | NOp::Min)
-            }
-            #[inline(always)]
-            fn add(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32() + b.to_f32()) }
-            #[inline(always)]
-            fn mul(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32() * b.to_f32()) }
-            #[inline(always)]
-            fn max(a: Self, b: Self) -> Self {
-                if <f32 as Native>::max(a.to_f32(), b.to_f32()).to_bits() == a.to_f32().to_bits() { a } else { b }
-            }
-            #[inline(always)]
-            fn min(a: Self, b: Self) -> Self {
-                if <f32 as Native>::min(a.to_f32(), b.to_f32()).to_bits() == a.to_f32().to_bits() { a } else { b }
-            }
-            fn and(a: Self, _: Self) -> Self { a }
-            fn or(a: Self, _: Self) -> Self { a }
-            fn xor(a: Self, _: Self) -> Self { a }
-        }
-    )*};
-}
-native_half!(f16 => F16, bf16 => BF16);
+native_float!(f32 => F32, f64 => F64, f16 => F16, bf16 => BF16);
 
 macro_rules! native_complex {
     ($($t:ty => $var:ident),*) => {$(
@@ -256,7 +198,7 @@ macro_rules! native_complex {
                 matches!(op, NOp::Add | NOp::Mul)
             }
             #[inline(always)] fn add(a: Self, b: Self) -> Self { a + b }
-            #[inline(always)] fn mul(a: Self, b: Self) -> Self { a * b }
+            #[inline(always)] fn mul(a: Self, b: Self) -> Self { ops::complex_mul(a, b) }
             fn max(a: Self, _: Self) -> Self { a }
             fn min(a: Self, _: Self) -> Self { a }
             fn and(a: Self, _: Self) -> Self { a }
@@ -340,8 +282,8 @@ mod tests {
         assert!(<f32 as Native>::max(-0.0, 0.0).is_sign_positive());
         assert!(<f32 as Native>::max(0.0, -0.0).is_sign_positive());
         assert!(<f32 as Native>::min(0.0, -0.0).is_sign_negative());
-        assert!(fmax64(-0.0, 0.0).is_sign_positive());
-        assert!(fmin64(0.0, -0.0).is_sign_negative());
+        assert!(<f64 as Native>::max(-0.0, 0.0).is_sign_positive());
+        assert!(<f64 as Native>::min(0.0, -0.0).is_sign_negative());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //!
 //! Both tiers take and return [`Sv`] so the kernels are written once.
 
-use super::native::{fmax64, fmin64};
+use crate::eval::elementwise::scalar_ops::{self as ops, apply_wide, compare_key_wide};
 use crate::eval::{err, EvalError, Evaluator, Value};
 use crate::hlo::{
     ArrayData, ArrayLiteral, ArrayShape, CompId, ComparisonDirection, ComparisonType, ElementType,
@@ -109,8 +109,8 @@ struct Node {
 enum Op {
     Param(usize),
     Const(Sv),
-    /// Direction, float total order, denormal flush threshold (see [`daz_threshold`]).
-    Compare(ComparisonDirection, bool, f64),
+    /// Direction, float total order, operand type (for the FLOAT comparison key).
+    Compare(ComparisonDirection, bool, ElementType),
     Select,
     Not,
     Negate,
@@ -187,7 +187,7 @@ impl Program {
                         Some(ComparisonType::TotalOrder) => t.is_float(),
                         _ => false,
                     };
-                    Op::Compare(ins.attrs.direction?, total, daz_threshold(t))
+                    Op::Compare(ins.attrs.direction?, total, t)
                 }
                 Opcode::Select => Op::Select,
                 Opcode::Not => Op::Not,
@@ -244,7 +244,7 @@ impl Program {
                     None => return err(format!("computation parameter {p} has no argument")),
                 },
                 Op::Const(c) => *c,
-                Op::Compare(dir, total, flush) => Sv::P(compare(a(0), a(1), *dir, *total, *flush)),
+                Op::Compare(dir, total, ty) => Sv::P(compare(a(0), a(1), *dir, *total, *ty)),
                 Op::Select => match a(0) {
                     Sv::P(true) => a(1),
                     _ => a(2),
@@ -283,27 +283,20 @@ pub(crate) fn total_order_key(x: f64) -> i64 {
     b ^ ((((b >> 63) as u64) >> 1) as i64)
 }
 
-/// XLA:CPU runs with denormals-are-zero: an IEEE (FLOAT) comparison sees an f32 or f64
-/// denormal as zero (checked with the oracle: JAX's sort comparator maps ±1e-45 to 0 through
-/// `compare(x, 0), direction=EQ`). Returns the magnitude below which a value of type `ty`
-/// (widened to f64) is a denormal of the type the hardware compares in: f32 for f32 and
-/// bf16 (bf16 has f32's exponent range), f64 for f64; f16 is compared in f32, where its
-/// denormals are normal, so nothing is flushed.
-pub(crate) fn daz_threshold(ty: ElementType) -> f64 {
-    match ty {
-        ElementType::F32 | ElementType::BF16 => f32::MIN_POSITIVE as f64,
-        ElementType::F64 => f64::MIN_POSITIVE,
-        _ => 0.0,
-    }
-}
-
-/// Compares two scalars of the same type: integers by their own signedness, floats IEEE
-/// (denormals below `flush` read as zero, see [`daz_threshold`]) or in total order.
+/// Compares two scalars of type `ty`: integers by their own signedness, floats IEEE on the
+/// elementwise compare's key (subnormals read as zero where XLA:CPU flushes, see
+/// [`compare_key_wide`]) or in total order.
 #[inline]
-pub(crate) fn compare(a: Sv, b: Sv, dir: ComparisonDirection, total: bool, flush: f64) -> bool {
+pub(crate) fn compare(
+    a: Sv,
+    b: Sv,
+    dir: ComparisonDirection,
+    total: bool,
+    ty: ElementType,
+) -> bool {
     use std::cmp::Ordering;
     use ComparisonDirection as D;
-    let daz = |x: f64| if x.abs() < flush { 0.0 } else { x };
+    let daz = |x: f64| compare_key_wide(ty, x);
     let ord: Option<Ordering> = match (a, b) {
         (Sv::P(x), Sv::P(y)) => Some(x.cmp(&y)),
         (Sv::I(x), Sv::I(y)) => Some(x.cmp(&y)),
@@ -333,19 +326,6 @@ pub(crate) fn compare(a: Sv, b: Sv, dir: ComparisonDirection, total: bool, flush
     }
 }
 
-/// Rounds an f64 result of an operation on `ty` values to `ty` the way XLA:CPU computes it
-/// (f16/bf16 go through f32; f64 arithmetic on f32-representable inputs rounded to f32 is the
-/// correctly rounded f32 result).
-#[inline]
-fn round_float(ty: ElementType, x: f64) -> f64 {
-    match ty {
-        ElementType::F32 => x as f32 as f64,
-        ElementType::BF16 => bf16::from_f32(x as f32).to_f64(),
-        ElementType::F16 => f16::from_f32(x as f32).to_f64(),
-        _ => x,
-    }
-}
-
 #[inline]
 fn wrap_i(ty: ElementType, x: i64) -> i64 {
     match ty {
@@ -369,13 +349,14 @@ fn wrap_u(ty: ElementType, x: u64) -> u64 {
 fn binary(op: Opcode, ty: ElementType, a: Sv, b: Sv) -> Sv {
     use Opcode as O;
     match (a, b) {
+        // The elementwise kernels' definitions, flushing rule included (scalar_ops).
         (Sv::F(x), Sv::F(y)) => Sv::F(match op {
-            O::Add => round_float(ty, x + y),
-            O::Subtract => round_float(ty, x - y),
-            O::Multiply => round_float(ty, x * y),
-            O::Divide => round_float(ty, x / y),
-            O::Maximum => fmax64(x, y),
-            _ => fmin64(x, y),
+            O::Add => apply_wide::<ops::Add>(ty, x, y),
+            O::Subtract => apply_wide::<ops::Sub>(ty, x, y),
+            O::Multiply => apply_wide::<ops::Mul>(ty, x, y),
+            O::Divide => apply_wide::<ops::Div>(ty, x, y),
+            O::Maximum => apply_wide::<ops::Max>(ty, x, y),
+            _ => apply_wide::<ops::Min>(ty, x, y),
         }),
         (Sv::I(x), Sv::I(y)) => Sv::I(wrap_i(
             ty,

@@ -6,14 +6,16 @@
 //! stable sort for stable requests. A comparator that is a single `compare(p0, p1)` (LT or
 //! GT, any comparison type) runs natively on the keys; anything else (e.g. JAX's TOTALORDER
 //! comparators with NaN canonicalisation) goes through [`ScalarFn`] — compiled when
-//! possible. A comparator that is not a strict weak order (FLOAT comparisons with NaN)
-//! gives an order that depends on the algorithm, as in XLA; it never panics.
+//! possible. Both see bf16 subnormals as zeros of their sign, also in TOTALORDER
+//! comparisons, as XLA:CPU's comparators do (see [`flush_bf16`]). A comparator that is not a
+//! strict weak order (FLOAT comparisons with NaN) gives an order that depends on the
+//! algorithm, as in XLA; it never panics.
 
 mod merge;
 #[cfg(test)]
 mod tests;
 
-use super::reduce::scalar::{compare, daz_threshold, load, ScalarFn, Sv};
+use super::reduce::scalar::{compare, load, ScalarFn, Sv};
 use super::reduce::{arrays, pack, result_shapes, to_apply};
 use super::util::strides;
 use super::{err, EvalError, Evaluator, KResult, Value};
@@ -90,7 +92,6 @@ pub fn sort(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
                 perms.push(p);
             }
         } else {
-            let flush = daz_threshold(key.ty());
             let mut keys = vec![Sv::P(false); n];
             for &b in &bases {
                 for (t, kv) in keys.iter_mut().enumerate() {
@@ -98,7 +99,7 @@ pub fn sort(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
                 }
                 let mut p: Vec<usize> = (0..n).collect();
                 merge::sort_by(&mut p, &mut |x, y| {
-                    Ok(compare(keys[x], keys[y], dir, false, flush))
+                    Ok(compare(keys[x], keys[y], dir, false, key.ty()))
                 })?;
                 perms.push(p);
             }
@@ -122,8 +123,8 @@ pub fn sort(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
             let mut p: Vec<usize> = (0..n).collect();
             merge::sort_by(&mut p, &mut |x, y| {
                 for i in 0..k {
-                    args[2 * i] = load(&ops[i].data, b + x * stride);
-                    args[2 * i + 1] = load(&ops[i].data, b + y * stride);
+                    args[2 * i] = comparator_arg(&ops[i].data, b + x * stride);
+                    args[2 * i + 1] = comparator_arg(&ops[i].data, b + y * stride);
                 }
                 f.predicate(ev, &args, &mut res)
             })?;
@@ -205,7 +206,35 @@ fn total_order_keys(a: &ArrayLiteral) -> Result<Vec<i64>, EvalError> {
         ArrayData::F32(v) => v.iter().map(|x| key(x.to_bits() as u64, 32)).collect(),
         ArrayData::F64(v) => v.iter().map(|x| key(x.to_bits(), 64)).collect(),
         ArrayData::F16(v) => v.iter().map(|x| key(x.to_bits() as u64, 16)).collect(),
-        ArrayData::BF16(v) => v.iter().map(|x| key(x.to_bits() as u64, 16)).collect(),
+        ArrayData::BF16(v) => v
+            .iter()
+            .map(|x| key(flush_bf16(*x).to_bits() as u64, 16))
+            .collect(),
         _ => return err(format!("total order sort keys of type {}", a.ty())),
     })
+}
+
+/// A bf16 sort operand as XLA:CPU's comparator reads it: XLA:CPU sorts bf16 operands as f32
+/// and converts them back to bf16 inside the comparator with a conversion that flushes
+/// subnormals, so every comparison — TOTALORDER too — sees a bf16 subnormal as a zero of its
+/// sign (oracle fixture subnormal_sort: TOTALORDER sorts of bf16 keys keep ±subnormals and
+/// ±0 in their input order, while f32, f16 and f64 keys sort by their bits). Outside sort
+/// comparators bf16 TOTALORDER compares keep subnormals. The sorted values keep their bits.
+fn flush_bf16(x: half::bf16) -> half::bf16 {
+    // Bit-level, so that NaN payloads (signalling ones too) are untouched.
+    let b = x.to_bits();
+    if b & 0x7f80 == 0 {
+        half::bf16::from_bits(b & 0x8000)
+    } else {
+        x
+    }
+}
+
+/// Element `i` of a sort operand as the comparator receives it (bf16 flushed, see
+/// [`flush_bf16`]).
+fn comparator_arg(d: &ArrayData, i: usize) -> Sv {
+    match d {
+        ArrayData::BF16(v) => Sv::F(flush_bf16(v[i]).to_f64()),
+        _ => load(d, i),
+    }
 }
