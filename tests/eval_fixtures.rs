@@ -38,6 +38,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+#[path = "eval_fixtures/collectives.rs"]
 mod collectives;
 
 /// What an output depends on, which decides its tolerance.
