@@ -420,7 +420,10 @@ fn stochastic_rounding_is_seeded() {
         };
         device_result(
             &module,
-            vec![f32_value(&[4, 64], a.clone()), f32_value(&[64, 3], b.clone())],
+            vec![
+                f32_value(&[4, 64], a.clone()),
+                f32_value(&[64, 3], b.clone()),
+            ],
             c,
         )
     };

@@ -169,7 +169,10 @@ fn profile_charges_collectives_by_the_ring_model() {
     let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(p["replicas"], 2);
     let cc = p["collectives_ns"].as_f64().unwrap();
-    assert!(abs_diff_eq!(cc, 4000.0 + 8.0 / 192.0, epsilon = 1e-9), "{cc}");
+    assert!(
+        abs_diff_eq!(cc, 4000.0 + 8.0 / 192.0, epsilon = 1e-9),
+        "{cc}"
+    );
     // Over 4 devices `{{0,1}}` is still a group of 2; with `--replicas 4` the count is only
     // reported.
     let o = hlosim(&["profile", s(&d.join("m.hlo")), "--replicas", "4"]);

@@ -82,7 +82,11 @@ fn json_report_and_trace() {
     // so the ten costliest are listed.
     assert_eq!(v["costliest"].as_array().unwrap().len(), 10);
     let total = v["total_ns"].as_f64().unwrap();
-    assert_abs_diff_eq!(v["total_us"].as_f64().unwrap() * 1000.0, total, epsilon = 1e-6);
+    assert_abs_diff_eq!(
+        v["total_us"].as_f64().unwrap() * 1000.0,
+        total,
+        epsilon = 1e-6
+    );
     for e in v["engines"].as_array().unwrap() {
         assert!(e["busy_ns"].as_f64().unwrap() <= total + 1e-9);
     }

@@ -84,7 +84,10 @@ fn collective_broadcast_sends_the_first_members_operand() {
     // Groups {{1,0},{3,2}}: devices 0 and 1 receive device 1's operand, 2 and 3 device 3's.
     let text = "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  \
                 ROOT r = f32[2] collective-broadcast(x), replica_groups={{1,0},{3,2}}\n}\n";
-    let out = run(text, 4, |d| vec![Value::array(f32s(&[d as f32, -(d as f32)]))]).unwrap();
+    let out = run(text, 4, |d| {
+        vec![Value::array(f32s(&[d as f32, -(d as f32)]))]
+    })
+    .unwrap();
     let want = [[1.0, -1.0], [1.0, -1.0], [3.0, -3.0], [3.0, -3.0]];
     for (d, v) in out.iter().enumerate() {
         assert_eq!(f32_data(v), want[d].to_vec(), "device {d}");
@@ -176,7 +179,10 @@ fn iota_groups_with_a_transpose_reduce_the_right_devices() {
         "HloModule m\n{REDUCERS}\nENTRY e {{\n  x = f32[1] parameter(0)\n  \
          ROOT r = f32[1] all-reduce(x), replica_groups=[4,2]<=[2,4]T(1,0), to_apply=add\n}}\n"
     );
-    let out = run(&text, 8, |d| vec![Value::array(f32s(&[(1u32 << d) as f32]))]).unwrap();
+    let out = run(&text, 8, |d| {
+        vec![Value::array(f32s(&[(1u32 << d) as f32]))]
+    })
+    .unwrap();
     for (d, v) in out.iter().enumerate() {
         assert_eq!(
             f32_data(v),
@@ -189,7 +195,8 @@ fn iota_groups_with_a_transpose_reduce_the_right_devices() {
 // ---------------------------------------------------------------- broken programs
 
 fn expect_error(text: &str, n: usize, want: &[&str]) -> EvalError {
-    let e = run(text, n, |_| vec![Value::array(f32s(&[1.0, 2.0]))]).expect_err("the program must fail");
+    let e =
+        run(text, n, |_| vec![Value::array(f32s(&[1.0, 2.0]))]).expect_err("the program must fail");
     let msg = e.to_string();
     for w in want {
         assert!(msg.contains(w), "error {msg:?} lacks {w:?}");

@@ -27,7 +27,10 @@ pub fn mismatch(path: &Path, diff_expected: &str, diff_got: &str, new_contents: 
     if blessing() {
         std::fs::write(path, new_contents)
             .unwrap_or_else(|e| panic!("HLOSIM_BLESS: cannot write {}: {e}", path.display()));
-        eprintln!("HLOSIM_BLESS: rewrote {} (review the change)", path.display());
+        eprintln!(
+            "HLOSIM_BLESS: rewrote {} (review the change)",
+            path.display()
+        );
         return;
     }
     panic!(
