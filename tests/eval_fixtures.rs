@@ -2,9 +2,13 @@
 //!
 //! Every directory under `tests/fixtures/eval/` holds `module.hlo`, `args.npz` (absent for a
 //! module without parameters) and `expected.npz`, the outputs XLA:CPU computed
-//! (`/work/shared/tools/xla_oracle.py run`). For each fixture this test parses and verifies
-//! the module, checks that print → re-parse gives an equal module, runs the evaluator and
-//! compares every output with XLA's.
+//! (`/work/shared/tools/xla_oracle.py run`). Each fixture is its own test, named after its
+//! directory (a `libtest-mimic` harness, `harness = false` in Cargo.toml), which parses and
+//! verifies the module, checks that print → re-parse gives an equal module, runs the
+//! evaluator and compares every output with XLA's. `cargo test binary_f32_arith` (or
+//! `cargo test --test eval_fixtures binary_f32_arith`) runs one; `-- --list` lists them.
+//! The same binary runs the multi-device oracle fixtures (`collectives::*`, see
+//! [`collectives`]).
 //!
 //! Tolerances (per output, chosen from what the output depends on):
 //!
@@ -21,8 +25,7 @@
 //! (they are not portable between CPUs).
 //!
 //! Environment: `HLOSIM_FIXTURES=DIR` reads fixtures from another directory (local work
-//! only); `HLOSIM_FIXTURE_FILTER=substring` runs only matching fixtures. Every failing
-//! fixture is listed (name, stage, output, worst element) and the test fails if any does.
+//! only). A failing fixture reports its stage, output and worst element.
 
 use hlosim::eval::{Evaluator, Value};
 use hlosim::hlo::{
@@ -30,8 +33,13 @@ use hlosim::hlo::{
     InstrId, Module, Opcode,
 };
 use hlosim::io::npz::{read_args, read_npz, ArgSource, NpzEntry};
+use libtest_mimic::{Arguments, Failed, Trial};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[path = "eval_fixtures/collectives.rs"]
+mod collectives;
 
 /// What an output depends on, which decides its tolerance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -41,26 +49,6 @@ enum Class {
     Accumulated,
 }
 
-fn is_transcendental(op: Opcode) -> bool {
-    use Opcode as O;
-    matches!(
-        op,
-        O::Exp
-            | O::Expm1
-            | O::Log
-            | O::Log1p
-            | O::Logistic
-            | O::Tanh
-            | O::Sin
-            | O::Cos
-            | O::Tan
-            | O::Erf
-            | O::Power
-            | O::Atan2
-            | O::Cbrt
-            | O::Rsqrt
-    )
-}
 
 fn is_accumulating(op: Opcode) -> bool {
     use Opcode as O;
@@ -95,7 +83,7 @@ fn cone_class(m: &Module, comp: CompId, id: InstrId) -> Class {
         let ins = m.comp(c).instr(i);
         if is_accumulating(ins.opcode) {
             class = class.max(Class::Accumulated);
-        } else if is_transcendental(ins.opcode) {
+        } else if ins.opcode.is_transcendental() {
             class = class.max(Class::Transcendental);
         }
         for &o in &ins.operands {
@@ -131,12 +119,6 @@ fn leaf_producers(m: &Module) -> Vec<InstrId> {
     let mut out = Vec::new();
     walk(m, m.entry_computation().root, &mut out);
     out
-}
-
-/// One failure, for the final report.
-struct Failure {
-    fixture: String,
-    what: String,
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -558,10 +540,29 @@ const KNOWN_DEVIATIONS: &[Deviation] = &[
     },
 ];
 
-#[test]
-fn eval_fixtures_match_xla() {
+/// One fixture as a test: every output matches XLA's, or differs only as its listed
+/// [`Deviation`] explains (and then at least one element needs the explanation).
+fn check_fixture(dir: &Path) -> Result<(), Failed> {
+    let name = dir.file_name().unwrap().to_string_lossy().to_string();
+    let known = KNOWN_DEVIATIONS.iter().find(|d| d.fixture == name);
+    match (run_fixture(dir, known), known) {
+        (Ok(0), None) => Ok(()),
+        (Ok(0), Some(_)) => Err("now matches XLA: remove it from KNOWN_DEVIATIONS".into()),
+        (Ok(n), Some(dev)) => {
+            eprintln!(
+                "known deviation {name}: {n} element(s) differ as documented ({})",
+                dev.why
+            );
+            Ok(())
+        }
+        (Ok(_), None) => unreachable!("elements are only explained by a listed deviation"),
+        (Err(what), _) => Err(what.into()),
+    }
+}
+
+/// The fixture directories (those holding `module.hlo`), sorted; at least one.
+fn fixture_dirs() -> Vec<PathBuf> {
     let root = fixtures_dir();
-    let filter = std::env::var("HLOSIM_FIXTURE_FILTER").unwrap_or_default();
     let mut dirs: Vec<PathBuf> = match std::fs::read_dir(&root) {
         Ok(rd) => rd
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -570,59 +571,19 @@ fn eval_fixtures_match_xla() {
         Err(e) => panic!("cannot read the fixture directory {}: {e}", root.display()),
     };
     dirs.sort();
-    dirs.retain(|d| {
-        d.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.contains(&filter))
-    });
-    assert!(
-        !dirs.is_empty(),
-        "no fixtures in {} match filter '{filter}'",
-        root.display()
-    );
-    let mut failures = Vec::new();
-    let mut passed = 0;
-    for d in &dirs {
-        let name = d.file_name().unwrap().to_string_lossy().to_string();
-        let known = KNOWN_DEVIATIONS.iter().find(|d| d.fixture == name);
-        match (run_fixture(d, known), known) {
-            (Ok(0), None) => passed += 1,
-            (Ok(0), Some(_)) => failures.push(Failure {
-                fixture: name,
-                what: "now matches XLA: remove it from KNOWN_DEVIATIONS".into(),
-            }),
-            (Ok(n), Some(dev)) => {
-                eprintln!(
-                    "known deviation {name}: {n} element(s) differ as documented ({})",
-                    dev.why
-                );
-                passed += 1;
-            }
-            (Ok(_), None) => unreachable!("elements are only explained by a listed deviation"),
-            (Err(what), _) => failures.push(Failure {
-                fixture: name,
-                what,
-            }),
-        }
-    }
-    for f in &failures {
-        eprintln!("FAIL {}:\n    {}", f.fixture, f.what);
-    }
-    eprintln!(
-        "eval fixtures: {passed} passed, {} failed (of {} in {})",
-        failures.len(),
-        dirs.len(),
-        root.display()
-    );
-    assert!(
-        failures.is_empty(),
-        "{} of {} fixtures failed: {}",
-        failures.len(),
-        dirs.len(),
-        failures
-            .iter()
-            .map(|f| f.fixture.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    assert!(!dirs.is_empty(), "no fixtures in {}", root.display());
+    dirs
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let mut trials: Vec<Trial> = fixture_dirs()
+        .into_iter()
+        .map(|d| {
+            let name = d.file_name().unwrap().to_string_lossy().to_string();
+            Trial::test(name, move || check_fixture(&d))
+        })
+        .collect();
+    trials.extend(collectives::trials());
+    libtest_mimic::run(&args, trials).exit_code()
 }

@@ -8,8 +8,10 @@
 //! original operand 0 with transfers skipped, every compare of the default type with its
 //! direction and operands kept. The provenance map is what ties output to original.
 //! The printed result must also equal the committed text that XLA's parser accepted
-//! (`tests/fixtures/xla_accepts_neuron/`).
+//! (`tests/fixtures/xla_accepts_neuron/`): a difference fails with a unified diff, and
+//! `HLOSIM_BLESS=1` rewrites the committed text instead (for review and a re-check with XLA).
 
+use crate::common::golden;
 use hlosim::hlo::{
     parse_module, print_module, verify_module, ApiVersion, ArrayData, ComparisonType, Computation,
     InstrId, Literal, Module, Opcode,
@@ -195,12 +197,14 @@ fn corpus_through_the_neuron_pipeline() {
         }
         let printed = print_module(&m);
         let fixture = Path::new(FIXTURES).join(format!("{stem}.hlo"));
-        let accepted = std::fs::read_to_string(&fixture)
-            .unwrap_or_else(|e| panic!("{}: {e}", fixture.display()));
-        assert!(
-            printed == accepted,
-            "{stem}: output differs from the XLA-accepted fixture; re-check with xla_oracle.py \
-             parse and regenerate (see tests/fixtures/xla_accepts_neuron/README.md)"
+        golden::assert_text_file(
+            &fixture,
+            &printed,
+            &format!(
+                "{stem}: output differs from the XLA-accepted fixture; re-check with \
+                 xla_oracle.py parse and regenerate (see tests/fixtures/xla_accepts_neuron/README.md)"
+            ),
+            "see tests/fixtures/xla_accepts_neuron/README.md",
         );
         assert_eq!(parse_module(&printed).unwrap(), m, "{stem}: round trip");
     }

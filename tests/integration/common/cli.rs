@@ -1,7 +1,6 @@
-//! Helpers shared by the tests that run the `hlosim` binary on files they make: a scratch
-//! directory per test, running the binary, reading its output, small f32 arrays.
+//! Helpers for the tests that run the `hlosim` binary on files they make: a scratch
+//! directory per test, running the binary, reading its output.
 
-use hlosim::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -33,10 +32,7 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A rank-1 f32 array.
-pub fn f32s(v: &[f32]) -> ArrayLiteral {
-    ArrayLiteral {
-        shape: ArrayShape::new(ElementType::F32, vec![v.len() as i64]),
-        data: ArrayData::F32(v.to_vec()),
-    }
+/// The standard output of a run, as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }

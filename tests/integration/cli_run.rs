@@ -2,11 +2,12 @@
 //! errors (exit status 2 with a message that lists the expected parameters). Expected values
 //! are derived by hand from the tiny module below.
 
+use crate::common::cli::{hlosim, s, scratch_dir, stderr};
+use crate::common::{f32s, s32s};
 use hlosim::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
 use hlosim::io::npy;
 use hlosim::io::npz::{read_npz, write_npz};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 const MODULE: &str = r#"HloModule cli_run
 
@@ -21,25 +22,7 @@ ENTRY main {
 
 /// A fresh scratch directory holding the module.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hlosim-cli-run-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("m.hlo"), MODULE).unwrap();
-    d
-}
-
-fn f32s(v: &[f32]) -> ArrayLiteral {
-    ArrayLiteral {
-        shape: ArrayShape::new(ElementType::F32, vec![v.len() as i64]),
-        data: ArrayData::F32(v.to_vec()),
-    }
-}
-
-fn s32s(v: &[i32]) -> ArrayLiteral {
-    ArrayLiteral {
-        shape: ArrayShape::new(ElementType::S32, vec![v.len() as i64]),
-        data: ArrayData::S32(v.to_vec()),
-    }
+    scratch_dir("cli-run", name, MODULE)
 }
 
 fn write_args(path: &Path, arrays: &[ArrayLiteral]) {
@@ -49,21 +32,6 @@ fn write_args(path: &Path, arrays: &[ArrayLiteral]) {
         .map(|(i, a)| (format!("arg{i}"), a))
         .collect();
     write_npz(path, &named).unwrap();
-}
-
-fn hlosim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlosim"))
-        .args(args)
-        .output()
-        .expect("run hlosim")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

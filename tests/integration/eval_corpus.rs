@@ -5,9 +5,7 @@
 //! Arguments are regenerated from args.json with the generator specified in
 //! tests/fixtures/corpus/README.md (splitmix64 over the flat index), bit for bit.
 
-mod common;
-
-use common::{compare_leaves, generate, Tolerance};
+use crate::common::corpus::{compare_leaves, generate, Tolerance};
 use hlosim::eval::{Evaluator, Value};
 use hlosim::hlo::parse_module;
 use hlosim::io::npz::read_npz;

@@ -3,7 +3,12 @@
 //! committed copy that XLA's own parser accepted (`tests/fixtures/xla_accepts/`, recorded
 //! with `tools/fixtures/record_xla_accepts.py`); the invalid corpus files are rejected at the
 //! right line:column.
+//!
+//! A printed text that differs from its committed copy fails with a unified diff;
+//! `HLOSIM_BLESS=1` rewrites the copy instead (for review: a rewritten copy has not been
+//! checked by XLA until `record_xla_accepts.py` is run again).
 
+use crate::common::golden;
 use hlosim::hlo::{parse_module, print_module, verify_module};
 use std::path::{Path, PathBuf};
 
@@ -46,13 +51,14 @@ fn round_trip(path: &Path) -> String {
 }
 
 fn check_against_xla_accepted(printed: &str, fixture: &Path) {
-    let accepted = std::fs::read_to_string(fixture).unwrap_or_else(|_| {
-        panic!("missing {}: run tools/fixtures/record_xla_accepts.py to check the printed text with XLA", fixture.display())
-    });
-    assert!(
-        printed == accepted,
-        "printed text differs from {} (the text XLA accepted); re-run tools/fixtures/record_xla_accepts.py",
-        fixture.display()
+    golden::assert_text_file(
+        fixture,
+        printed,
+        &format!(
+            "printed text differs from {} (the text XLA accepted); re-run tools/fixtures/record_xla_accepts.py",
+            fixture.display()
+        ),
+        "run tools/fixtures/record_xla_accepts.py to check the printed text with XLA",
     );
 }
 

@@ -4,7 +4,7 @@
 //! accepted as a name to skip. The names are written out here by hand from hlo-opt's
 //! registration list, so a pass renamed in one place only fails this test.
 
-use std::process::{Command, Output};
+use crate::common::cli::{hlosim, stderr};
 
 const MODULE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/hlo/bert_mlp_gelu.hlo");
 
@@ -17,17 +17,6 @@ const NAMES: [(&str, bool); 6] = [
     ("legalize-intrinsics", true),
     ("legalize-compare", true),
 ];
-
-fn hlosim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlosim"))
-        .args(args)
-        .output()
-        .expect("run hlosim")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn the_registry_lists_the_names_in_order() {

@@ -5,6 +5,7 @@
 //!
 //! Expected values are worked out by hand in the comments.
 
+use crate::common::f32s;
 use hlosim::eval::collectives::fabric::InProcessFabric;
 use hlosim::eval::collectives::groups::default_device_count;
 use hlosim::eval::replicas::run_on_fabric;
@@ -12,13 +13,6 @@ use hlosim::eval::{EvalError, Evaluator, Value};
 use hlosim::hlo::{parse_module, ArrayData, ArrayLiteral, ArrayShape, ElementType, Module};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
-
-fn f32s(v: Vec<f32>) -> Value {
-    Value::array(ArrayLiteral {
-        shape: ArrayShape::new(ElementType::F32, vec![v.len() as i64]),
-        data: ArrayData::F32(v),
-    })
-}
 
 /// Runs `text` on `n` devices, device d getting `args(d)`, and fails the test if that takes
 /// more than 60 s (a hang). The fabric's own wait timeout is 20 s, so a missed deadlock
@@ -77,7 +71,7 @@ fn non_trivial_reducer_folds_in_rank_order() {
          ROOT r = f32[2] all-reduce(x), replica_groups={{{{2,0,1}}}}, to_apply=twice_plus\n}}\n"
     );
     let out = run(&text, 3, |d| {
-        vec![f32s(vec![(d + 1) as f32, 10.0 * (d + 1) as f32])]
+        vec![Value::array(f32s(&[(d + 1) as f32, 10.0 * (d + 1) as f32]))]
     })
     .unwrap();
     for (d, v) in out.iter().enumerate() {
@@ -90,7 +84,10 @@ fn collective_broadcast_sends_the_first_members_operand() {
     // Groups {{1,0},{3,2}}: devices 0 and 1 receive device 1's operand, 2 and 3 device 3's.
     let text = "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  \
                 ROOT r = f32[2] collective-broadcast(x), replica_groups={{1,0},{3,2}}\n}\n";
-    let out = run(text, 4, |d| vec![f32s(vec![d as f32, -(d as f32)])]).unwrap();
+    let out = run(text, 4, |d| {
+        vec![Value::array(f32s(&[d as f32, -(d as f32)]))]
+    })
+    .unwrap();
     let want = [[1.0, -1.0], [1.0, -1.0], [3.0, -3.0], [3.0, -3.0]];
     for (d, v) in out.iter().enumerate() {
         assert_eq!(f32_data(v), want[d].to_vec(), "device {d}");
@@ -109,7 +106,7 @@ fn ordering_token_passes_through_tuple_all_gather_and_reduce_scatter() {
     );
     let out = run(&text, 2, |d| {
         vec![
-            f32s(vec![10.0 * d as f32 + 1.0, 10.0 * d as f32 + 2.0]),
+            Value::array(f32s(&[10.0 * d as f32 + 1.0, 10.0 * d as f32 + 2.0])),
             Value::array(ArrayLiteral {
                 shape: ArrayShape::new(ElementType::F32, vec![]),
                 data: ArrayData::F32(vec![0.5 + d as f32]),
@@ -182,7 +179,10 @@ fn iota_groups_with_a_transpose_reduce_the_right_devices() {
         "HloModule m\n{REDUCERS}\nENTRY e {{\n  x = f32[1] parameter(0)\n  \
          ROOT r = f32[1] all-reduce(x), replica_groups=[4,2]<=[2,4]T(1,0), to_apply=add\n}}\n"
     );
-    let out = run(&text, 8, |d| vec![f32s(vec![(1u32 << d) as f32])]).unwrap();
+    let out = run(&text, 8, |d| {
+        vec![Value::array(f32s(&[(1u32 << d) as f32]))]
+    })
+    .unwrap();
     for (d, v) in out.iter().enumerate() {
         assert_eq!(
             f32_data(v),
@@ -195,7 +195,8 @@ fn iota_groups_with_a_transpose_reduce_the_right_devices() {
 // ---------------------------------------------------------------- broken programs
 
 fn expect_error(text: &str, n: usize, want: &[&str]) -> EvalError {
-    let e = run(text, n, |_| vec![f32s(vec![1.0, 2.0])]).expect_err("the program must fail");
+    let e =
+        run(text, n, |_| vec![Value::array(f32s(&[1.0, 2.0]))]).expect_err("the program must fail");
     let msg = e.to_string();
     for w in want {
         assert!(msg.contains(w), "error {msg:?} lacks {w:?}");
@@ -311,7 +312,7 @@ fn devices_share_one_memory_budget() {
         run_with_budget(n, Arc::new(MemoryBudget::new(16 << 10)), |rep| {
             let mut ev = Evaluator::new(&m);
             ev.set_replica(rep);
-            ev.run(vec![f32s(vec![1.0; 256])])
+            ev.run(vec![Value::array(f32s(&[1.0; 256]))])
         })
     };
     let one = go(1).unwrap();

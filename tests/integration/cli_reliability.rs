@@ -2,20 +2,20 @@
 //! ends with the documented exit status (0 ok, 1 error-level finding, 2 bad input or a
 //! resource limit) and a clear, short message; none panics, aborts or hangs.
 
-use hlosim::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
+use hlosim::hlo::{ArrayData, ArrayLiteral};
 use hlosim::io::npz::write_npz;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod cli_util;
-use cli_util::{f32s, hlosim, s, stderr};
+use crate::common::cli::{hlosim, s, scratch_dir, stderr, stdout};
+use crate::common::{bf16s, f32s};
 
 const MODULE: &str = "HloModule small\n\nENTRY e {\n  x = f32[4]{0} parameter(0)\n  ROOT y = f32[4]{0} add(x, x)\n}\n";
 
 fn scratch(name: &str) -> PathBuf {
-    cli_util::scratch_dir("rel", name, MODULE)
+    scratch_dir("rel", name, MODULE)
 }
 
 /// `hlosim ARGS` with `input` on standard input.
@@ -29,17 +29,6 @@ fn hlosim_stdin(args: &[&str], input: &[u8]) -> Output {
         .unwrap();
     child.stdin.take().unwrap().write_all(input).unwrap();
     child.wait_with_output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn bf16s(v: &[f32]) -> ArrayLiteral {
-    ArrayLiteral {
-        shape: ArrayShape::new(ElementType::BF16, vec![v.len() as i64]),
-        data: ArrayData::BF16(v.iter().map(|&x| half::bf16::from_f32(x)).collect()),
-    }
 }
 
 /// Archive members as (name without .npy, array).
@@ -58,7 +47,7 @@ fn npz(path: &Path, members: &[(&str, &ArrayLiteral)]) {
 fn run_in_device_mode_exits_1_on_an_error_level_finding_and_0_on_warnings() {
     let d = scratch("findings");
     // The kernel processes n = 2 of 4 elements: the tail is NaN-poisoned, an error-level
-    // finding (tests/device.rs checks the finding itself).
+    // finding (tests/integration/device.rs checks the finding itself).
     let poisoned = "HloModule g\nENTRY e {\n  x = bf16[4] parameter(0)\n  n = s32[] constant(2)\n  ROOT g = bf16[4] custom-call(x, n), custom_call_target=\"AwsNeuronSilu_bf16\", api_version=API_VERSION_ORIGINAL\n}\n";
     std::fs::write(d.join("p.hlo"), poisoned).unwrap();
     let x = bf16s(&[1.0, 2.0, 3.0, 4.0]);

@@ -1,7 +1,6 @@
-//! Helpers shared by the corpus tests: the argument generator of
-//! tests/fixtures/corpus/README.md (splitmix64 over the flat index) and the comparison of
-//! outputs with XLA:CPU's (full or sampled, see that README).
-#![allow(dead_code)]
+//! Helpers for the corpus tests: the argument generator of tests/fixtures/corpus/README.md
+//! (splitmix64 over the flat index) and the comparison of outputs with XLA:CPU's (full or
+//! sampled, see that README).
 
 use half::{bf16, f16};
 use hlosim::eval::Value;

@@ -1,18 +1,12 @@
 //! `hlosim diff` on the command line: exit status 0 / 1 / 2, the JSON report, the default
 //! pipeline.
 
-use std::process::Command;
+use crate::common::cli::{stderr, stdout};
 
+/// `hlosim ARGS`: (exit code or -1, standard output, standard error).
 fn hlosim(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_hlosim"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    let o = crate::common::cli::hlosim(args);
+    (o.status.code().unwrap_or(-1), stdout(&o), stderr(&o))
 }
 
 #[test]

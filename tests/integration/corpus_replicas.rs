@@ -9,9 +9,7 @@
 //! an independent computation of the tensor part, which is all that reaches the outputs.
 //! Arguments differ per device (args.json; generator in tests/fixtures/corpus/README.md).
 
-mod common;
-
-use common::{compare_leaves, generate, Tolerance};
+use crate::common::corpus::{compare_leaves, generate, Tolerance};
 use hlosim::eval::{run_on_devices, Evaluator, Value};
 use hlosim::hlo::parse_module;
 use hlosim::io::npz::read_npz;

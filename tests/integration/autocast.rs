@@ -4,6 +4,8 @@
 //! precision and explained by its dots, and the profile's matmul time scales by the machine
 //! file's throughputs.
 
+use crate::common::f32_value;
+use approx::{abs_diff_eq, relative_eq};
 use half::{bf16, f16};
 use hlosim::device::act_engine::TableSet;
 use hlosim::device::autocast::{AutoCast, CastMode, CastType, Rounding};
@@ -12,7 +14,7 @@ use hlosim::device::schedule::profile_module_with;
 use hlosim::device::{execute_on_device, roster::Chooser, DeviceConfig};
 use hlosim::diff::{self, DiffOptions, InputOptions};
 use hlosim::eval::Value;
-use hlosim::hlo::{parse_module, ArrayData, ArrayLiteral, ArrayShape, ElementType, Module};
+use hlosim::hlo::{parse_module, ArrayData, ElementType, Module};
 use hlosim::passes::{PassManager, NEURON_PIPELINE};
 
 /// Deterministic values in [-4, 4) with full f32 mantissas.
@@ -26,13 +28,6 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
             (s >> 8) as f32 / (1u32 << 24) as f32 * 8.0 - 4.0
         })
         .collect()
-}
-
-fn array(dims: &[i64], v: Vec<f32>) -> Value {
-    Value::array(ArrayLiteral {
-        shape: ArrayShape::new(ElementType::F32, dims.to_vec()),
-        data: ArrayData::F32(v),
-    })
 }
 
 /// The IEEE-style e4m3 of NeuronCore-v2 (bias 7, 3 mantissa bits, largest finite 240),
@@ -121,7 +116,7 @@ fn check(got: &[f32], terms: &[Vec<(f32, f32)>], round: fn(f32) -> f32, what: &s
                 .sum::<f64>();
         let want = exact as f32;
         assert!(
-            (f64::from(*g) - f64::from(want)).abs() <= bound,
+            abs_diff_eq!(f64::from(*g), f64::from(want), epsilon = bound),
             "{what} element {i}: {g} vs {want} (bound {bound:e})"
         );
         moved |= (f64::from(*g) - uncast).abs() > bound;
@@ -152,8 +147,8 @@ fn f32_dot_under_matmult_equals_rounded_operands_summed_exactly() {
         .collect();
     for ty in TYPES {
         let args = vec![
-            array(&[m as i64, k as i64], a.clone()),
-            array(&[k as i64, n as i64], b.clone()),
+            f32_value(&[m as i64, k as i64], a.clone()),
+            f32_value(&[k as i64, n as i64], b.clone()),
         ];
         let got = device_result(&module, args, cast(CastMode::Matmult, ty));
         check(&got, &terms, rounder(ty), &format!("dot {}", ty.name()));
@@ -184,8 +179,8 @@ fn f32_convolution_under_matmult_equals_rounded_operands_summed_exactly() {
         .collect();
     for ty in TYPES {
         let args = vec![
-            array(&[nb as i64, w as i64, fi as i64], x.clone()),
-            array(&[kw as i64, fi as i64, fo as i64], kern.clone()),
+            f32_value(&[nb as i64, w as i64, fi as i64], x.clone()),
+            f32_value(&[kw as i64, fi as i64, fo as i64], kern.clone()),
         ];
         let got = device_result(&module, args, cast(CastMode::Matmult, ty));
         check(
@@ -202,7 +197,7 @@ fn all_also_rounds_elementwise_results_and_none_changes_nothing() {
     let text = "HloModule a\nENTRY e {\n  x = f32[64] parameter(0)\n  y = f32[64] parameter(1)\n  ROOT m = f32[64] multiply(x, y)\n}\n";
     let module = parse_module(text).unwrap();
     let (x, y) = (values(64, 5), values(64, 6));
-    let args = || vec![array(&[64], x.clone()), array(&[64], y.clone())];
+    let args = || vec![f32_value(&[64], x.clone()), f32_value(&[64], y.clone())];
     let r = |v: f32| bf16::from_f32(v).to_f32();
     // all: bf16(bf16(x)·bf16(y)); the f32 product of two bf16 values is exact.
     let got = device_result(&module, args(), cast(CastMode::All, CastType::Bf16));
@@ -393,16 +388,16 @@ fn gpt2_profile_without_auto_cast_is_slower_by_the_machine_files_factor() {
     let (none_busy, none_total) = pe_busy(AutoCast::none());
     let (cast_busy, cast_total) = pe_busy(AutoCast::matmult_bf16());
     assert!(
-        (none_busy - none_ns).abs() <= 1e-6 * none_ns,
+        relative_eq!(none_busy, none_ns, epsilon = 0.0, max_relative = 1e-6),
         "{none_busy} vs {none_ns}"
     );
     assert!(
-        (cast_busy - cast_ns).abs() <= 1e-6 * cast_ns,
+        relative_eq!(cast_busy, cast_ns, epsilon = 0.0, max_relative = 1e-6),
         "{cast_busy} vs {cast_ns}"
     );
     // trn1: FP32 at a quarter of BF16's rate (47.5 of 190 TFLOPS).
     assert!(
-        (none_busy / cast_busy - 4.0).abs() < 1e-3,
+        abs_diff_eq!(none_busy / cast_busy, 4.0, epsilon = 1e-3),
         "{}",
         none_busy / cast_busy
     );
@@ -425,7 +420,10 @@ fn stochastic_rounding_is_seeded() {
         };
         device_result(
             &module,
-            vec![array(&[4, 64], a.clone()), array(&[64, 3], b.clone())],
+            vec![
+                f32_value(&[4, 64], a.clone()),
+                f32_value(&[64, 3], b.clone()),
+            ],
             c,
         )
     };
@@ -442,18 +440,19 @@ fn stochastic_rounding_is_seeded() {
             .map(|l| (f64::from(a[i * 64 + l]) * f64::from(b[l * 3 + j])).abs())
             .sum();
         assert!(
-            (f64::from(s1[o]) - f64::from(rne[o])).abs() <= scale * 2f64.powi(-5),
+            abs_diff_eq!(
+                f64::from(s1[o]),
+                f64::from(rne[o]),
+                epsilon = scale * 2f64.powi(-5)
+            ),
             "{o}"
         );
     }
 }
 
-#[allow(dead_code)] // each test target uses part of the shared helpers
-mod cli_util;
-
 #[test]
 fn cli_names_the_auto_cast_in_force() {
-    use cli_util::{hlosim, stderr};
+    use crate::common::cli::{hlosim, stderr};
     let module = concat!(env!("CARGO_MANIFEST_DIR"), "/models/hlo/llama_mlp_silu.hlo");
     // diff defaults to none and says so, in text and JSON.
     let o = hlosim(&["diff", module]);

@@ -12,8 +12,8 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-mod cli_util;
-use cli_util::{f32s, hlosim, s, stderr};
+use crate::common::cli::{hlosim, s, scratch_dir, stderr};
+use crate::common::f32s;
 
 const MODULE: &str = "HloModule small\n\nENTRY e {\n  x = f32[3]{0} parameter(0)\n  ROOT y = f32[3]{0} add(x, x)\n}\n";
 
@@ -21,7 +21,7 @@ const MODULE: &str = "HloModule small\n\nENTRY e {\n  x = f32[3]{0} parameter(0)
 const BIG: &str = "HloModule big\n\nENTRY e {\n  c = f32[] constant(1.5)\n  ROOT b = f32[4194304]{0} broadcast(c), dimensions={}\n}\n";
 
 fn scratch(name: &str) -> PathBuf {
-    cli_util::scratch_dir("files", name, MODULE)
+    scratch_dir("files", name, MODULE)
 }
 
 /// Names in `d`, sorted.

@@ -4,7 +4,14 @@
 //! Modules are compared structurally, names included, independent of instruction and
 //! computation order, so whitespace and listing order do not matter. Every case also checks
 //! idempotence: running the same passes on the output reports no change and changes nothing.
+//!
+//! On a mismatch the test prints a unified diff of the two modules, both printed in that
+//! canonical order. `HLOSIM_BLESS=1 cargo test --test integration passes_golden` rewrites each
+//! mismatching `expected.hlo` / `second_run.hlo` with the passes' output instead of failing
+//! (and says so); the rewritten files are for review, and must still agree with the contract
+//! they are derived from.
 
+use crate::common::golden;
 use hlosim::hlo::{parse_module, print_module, CompId, InstrId, Module};
 use hlosim::passes::mutants::{self, Mutation};
 use hlosim::passes::{InstrRef, Pass, PassManager};
@@ -83,10 +90,12 @@ fn run_case(case: &str) {
     pm.run(&mut m)
         .unwrap_or_else(|e| panic!("{case}: passes failed: {e}"));
     if canonical(&m) != canonical(&expected) {
-        panic!(
-            "{case}: output differs from expected.hlo\n--- got ---\n{}\n--- expected ---\n{}",
-            print_module(&m),
-            expected_text
+        golden::mismatch(
+            &case_dir(case).join("expected.hlo"),
+            &print_module(&canonical(&expected)),
+            &print_module(&canonical(&m)),
+            &print_module(&m),
+            &format!("{case}: output differs from expected.hlo (modules in canonical order)"),
         );
     }
     // Printing and re-parsing gives an equal module (the manager renumbered into post order).
@@ -108,9 +117,12 @@ fn run_case(case: &str) {
         );
         let want = parse_module(&std::fs::read_to_string(&second).unwrap()).unwrap();
         if canonical(&again) != canonical(&want) {
-            panic!(
-                "{case}: second run differs from second_run.hlo\n--- got ---\n{}",
-                print_module(&again)
+            golden::mismatch(
+                &second,
+                &print_module(&canonical(&want)),
+                &print_module(&canonical(&again)),
+                &print_module(&again),
+                &format!("{case}: second run differs from second_run.hlo (canonical order)"),
             );
         }
     } else {
@@ -434,14 +446,7 @@ fn dumps_one_numbered_file_per_pass() {
 /// `hlosim opt` command-line behaviour.
 mod cli {
     use super::*;
-    use std::process::Command;
-
-    fn hlosim(args: &[&str]) -> std::process::Output {
-        Command::new(env!("CARGO_BIN_EXE_hlosim"))
-            .args(args)
-            .output()
-            .unwrap()
-    }
+    use crate::common::cli::hlosim;
 
     fn input(case: &str) -> String {
         case_dir(case).join("input.hlo").display().to_string()

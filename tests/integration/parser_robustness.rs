@@ -5,7 +5,9 @@
 use hlosim::hlo::{parse_module, verify_module};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::cell::Cell;
 use std::panic;
+use std::sync::Once;
 use std::time::{Duration, Instant};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/real");
@@ -13,6 +15,31 @@ const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/real
 const HANG_LIMIT: Duration = Duration::from_secs(5);
 const MUTATIONS: usize = 10_400;
 const SEED: u64 = 0x5EED_0001;
+
+thread_local! {
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Silences the panic message of this thread's panics until [`loud`] (a caught panic is the
+/// finding, reported by the test). The hook is process-wide and other suites' tests run in
+/// the same process, so it silences only the thread that asked.
+fn quiet() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                default(info)
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
+}
+
+/// Panics on this thread are reported again.
+fn loud() {
+    QUIET.with(|q| q.set(false));
+}
 
 fn corpus_texts() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = std::fs::read_dir(CORPUS)
@@ -152,7 +179,7 @@ fn mutated_corpus_never_panics_or_hangs() {
     let mut rng = StdRng::seed_from_u64(SEED);
     let mut errors = 0usize;
     let mut accepted = 0usize;
-    panic::set_hook(Box::new(|_| {}));
+    quiet();
     for i in 0..MUTATIONS {
         let (name, text) = &texts[i % texts.len()];
         let mut m = mutate(text, &mut rng);
@@ -168,7 +195,7 @@ fn mutated_corpus_never_panics_or_hangs() {
             }
         });
         let elapsed = start.elapsed();
-        let _ = panic::take_hook();
+        loud();
         match outcome {
             Ok(true) => accepted += 1,
             Ok(false) => errors += 1,
@@ -190,9 +217,9 @@ fn mutated_corpus_never_panics_or_hangs() {
             elapsed < HANG_LIMIT,
             "mutation {i} of {name} took {elapsed:?}"
         );
-        panic::set_hook(Box::new(|_| {}));
+        quiet();
     }
-    let _ = panic::take_hook();
+    loud();
     assert_eq!(errors + accepted, MUTATIONS);
     // Most mutations must be rejected: a front end that accepts everything is not checking.
     assert!(

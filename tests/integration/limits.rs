@@ -3,6 +3,7 @@
 //! work or fail with an error that names the instruction, never panic, abort or hang.
 //! Expected messages and values are derived by hand in the comments.
 
+use crate::common::f32_value;
 use hlosim::device::act_engine::TableSet;
 use hlosim::device::DeviceConfig;
 use hlosim::diff::{self, DiffOptions, InputOptions};
@@ -15,13 +16,6 @@ use hlosim::hlo::{
 use hlosim::passes::{run_neuron_pipeline, PassManager, NEURON_PIPELINE};
 use std::sync::Arc;
 use std::time::Instant;
-
-fn f32s(dims: &[i64], v: Vec<f32>) -> Value {
-    Value::array(ArrayLiteral {
-        shape: ArrayShape::new(ElementType::F32, dims.to_vec()),
-        data: ArrayData::F32(v),
-    })
-}
 
 fn s32(v: i32) -> Value {
     Value::array(ArrayLiteral {
@@ -168,8 +162,8 @@ fn results_too_large_for_the_budget_name_the_instruction_and_the_bytes() {
                 parameter(1)\n  ROOT d = f32[1000000,1000000] dot(a, b), lhs_contracting_dims={1}, \
                 rhs_contracting_dims={0}\n}\n";
     let args = vec![
-        f32s(&[1000000, 1], vec![1.0; 1000000]),
-        f32s(&[1, 1000000], vec![1.0; 1000000]),
+        f32_value(&[1000000, 1], vec![1.0; 1000000]),
+        f32_value(&[1, 1000000], vec![1.0; 1000000]),
     ];
     let e = run_with(text, args, 1 << 30, 10).unwrap_err().to_string();
     assert!(
@@ -186,7 +180,7 @@ fn the_budget_counts_live_values_and_returns_them() {
     let text = "HloModule m\nENTRY e {\n  x = f32[1024] parameter(0)\n  e = f32[1024] \
                 exponential(x)\n  n = f32[1024] negate(e)\n  ROOT t = (f32[1024], f32[1024]) \
                 tuple(e, n)\n}\n";
-    let x = || f32s(&[1024], vec![0.0; 1024]);
+    let x = || f32_value(&[1024], vec![0.0; 1024]);
     run_with(text, vec![x()], 12 << 10, 10).unwrap();
     let e = run_with(text, vec![x()], 10 << 10, 10)
         .unwrap_err()
@@ -295,7 +289,7 @@ fn gather_from_an_empty_operand_into_a_nonempty_result_is_an_error() {
         shape: ArrayShape::new(ElementType::S32, vec![2, 1]),
         data: ArrayData::S32(vec![0, 0]),
     });
-    let e = run_with(text, vec![f32s(&[0, 4], vec![]), idx], 1 << 30, 10)
+    let e = run_with(text, vec![f32_value(&[0, 4], vec![]), idx], 1 << 30, 10)
         .unwrap_err()
         .to_string();
     assert!(
@@ -345,7 +339,7 @@ fn check_call_chain(depth: usize) {
     let m = parse_module(&text).unwrap();
     verify_module(&m).unwrap();
     let v = Evaluator::new(&m)
-        .run(vec![f32s(&[2], vec![1.5, -2.0])])
+        .run(vec![f32_value(&[2], vec![1.5, -2.0])])
         .unwrap();
     assert_eq!(v.as_array().unwrap().data, ArrayData::F32(vec![-1.5, 2.0]));
     let mut inlined = m.clone();
@@ -362,7 +356,7 @@ fn a_deep_call_chain_runs_and_inlines() {
 }
 
 /// The 100,000-deep chain and the 100,000-instruction diff of the reliability issue, with
-/// their times; for release builds (`cargo test --release --test limits -- --ignored`).
+/// their times; for release builds (`cargo test --release --test integration -- --ignored limits::`).
 #[test]
 #[ignore = "large: run in release, see the test's doc"]
 fn hundred_thousand_deep_calls_and_instructions() {

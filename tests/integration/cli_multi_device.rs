@@ -3,10 +3,12 @@
 //! dumps, and `profile` charges collectives by the ring model. Expected values are derived by
 //! hand in the comments.
 
-use hlosim::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
+use crate::common::cli::{hlosim, s, scratch_dir};
+use crate::common::f32s;
+use approx::abs_diff_eq;
+use hlosim::hlo::ArrayData;
 use hlosim::io::npz::{read_npz, write_npz};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 const MODULE: &str = r#"HloModule cli_multi
 
@@ -27,29 +29,7 @@ ENTRY main {
 "#;
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hlosim-cli-multi-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("m.hlo"), MODULE).unwrap();
-    d
-}
-
-fn f32s(v: &[f32]) -> ArrayLiteral {
-    ArrayLiteral {
-        shape: ArrayShape::new(ElementType::F32, vec![v.len() as i64]),
-        data: ArrayData::F32(v.to_vec()),
-    }
-}
-
-fn hlosim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlosim"))
-        .args(args)
-        .output()
-        .expect("hlosim runs")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    scratch_dir("cli-multi", name, MODULE)
 }
 
 #[test]
@@ -189,7 +169,10 @@ fn profile_charges_collectives_by_the_ring_model() {
     let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(p["replicas"], 2);
     let cc = p["collectives_ns"].as_f64().unwrap();
-    assert!((cc - (4000.0 + 8.0 / 192.0)).abs() < 1e-9, "{cc}");
+    assert!(
+        abs_diff_eq!(cc, 4000.0 + 8.0 / 192.0, epsilon = 1e-9),
+        "{cc}"
+    );
     // Over 4 devices `{{0,1}}` is still a group of 2; with `--replicas 4` the count is only
     // reported.
     let o = hlosim(&["profile", s(&d.join("m.hlo")), "--replicas", "4"]);

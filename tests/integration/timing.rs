@@ -10,6 +10,7 @@
 //! - a table load: `act_table_load.time_ns`, issued as soon as the previous activation ends;
 //! - a dependent instruction: previous end + `dependent_penalty_cycles`.
 
+use crate::common::assert_close;
 use hlosim::device::cost::Engine;
 use hlosim::device::machine::Machine;
 use hlosim::device::roster::{Chooser, Roster};
@@ -81,13 +82,6 @@ fn loads(s: &Schedule) -> Vec<&Slice> {
         .collect()
 }
 
-fn close(a: f64, b: f64, what: &str) {
-    assert!(
-        (a - b).abs() <= 1e-6 * b.abs().max(1.0),
-        "{what}: got {a}, expected {b}"
-    );
-}
-
 fn one_activation(ty: &str, dims: &str, target: &str) -> String {
     format!(
         "HloModule m\nENTRY e {{\n  p = {ty}[{dims}] parameter(0)\n  ROOT g = {ty}[{dims}] custom-call(p), custom_call_target=\"{target}\"\n}}\n"
@@ -115,19 +109,19 @@ fn single_bf16_gelu_128x512_on_each_machine() {
         let g = slice(&s, "g");
         assert_eq!(g.cycles, Some(cycles), "{name}");
         let gelu_ns = cycles as f64 / c.f("act.clock_ghz");
-        close(g.cost_ns, gelu_ns, "gelu ns");
+        assert_close(g.cost_ns, gelu_ns, "gelu ns");
         // Timeline: load [0, L] on ACT while the parameter streams in [0, D]; gelu waits for
         // both; then the result store.
         let l = c.f("act_table_load.time_ns");
         let d = c.dma_ns(128.0 * 512.0 * 2.0);
         let ld = loads(&s);
         assert_eq!(ld.len(), 1);
-        close(ld[0].start_ns, 0.0, "load start");
-        close(ld[0].end_ns, l, "load end");
+        assert_close(ld[0].start_ns, 0.0, "load start");
+        assert_close(ld[0].end_ns, l, "load end");
         let gelu_start = d.max(l);
-        close(g.start_ns, gelu_start, "gelu start");
-        close(g.end_ns, gelu_start + gelu_ns, "gelu end");
-        close(
+        assert_close(g.start_ns, gelu_start, "gelu start");
+        assert_close(g.end_ns, gelu_start + gelu_ns, "gelu end");
+        assert_close(
             s.total_ns,
             gelu_start + gelu_ns + c.dma_ns(128.0 * 512.0 * 2.0),
             &format!("{name} total"),
@@ -135,7 +129,7 @@ fn single_bf16_gelu_128x512_on_each_machine() {
         // Hidden part of the load: what ran before the gelu could start anyway (the DMA).
         if let SliceKind::TableLoad { hidden_ns, set, .. } = &ld[0].kind {
             assert_eq!(*set, 10, "gelu_and_others (ENGINE.md §2)");
-            close(*hidden_ns, d.min(l), "hidden");
+            assert_close(*hidden_ns, d.min(l), "hidden");
         }
         assert_eq!(g.set, Some(10));
         assert_eq!(g.function.as_deref(), Some("gelu"));
@@ -153,7 +147,7 @@ fn legalized_kernel_costs_like_the_abstract_intrinsic() {
         Chooser::FirstFit,
     );
     assert_eq!(slice(&a, "g").cycles, Some(512 + 222));
-    close(a.total_ns, b.total_ns, "same time");
+    assert_close(a.total_ns, b.total_ns, "same time");
 }
 
 #[test]
@@ -229,10 +223,10 @@ fn gelu_then_silu_loads_twice_gelu_then_derivative_once() {
     assert_eq!(ld.len(), 2);
     // The second load is issued as soon as gelu ends; silu waits for it (the dependent
     // penalty is shorter than the load).
-    close(ld[1].start_ns, a_end, "second load start");
+    assert_close(ld[1].start_ns, a_end, "second load start");
     assert!(pen < l);
-    close(slice(&silu, "b").start_ns, a_end + l, "silu start");
-    close(silu.total_ns, a_end + l + act_ns + d, "gelu→silu total");
+    assert_close(slice(&silu, "b").start_ns, a_end + l, "silu start");
+    assert_close(silu.total_ns, a_end + l + act_ns + d, "gelu→silu total");
     assert_eq!(slice(&silu, "b").set, Some(18), "silu_and_others");
 
     let dg = run(
@@ -241,13 +235,13 @@ fn gelu_then_silu_loads_twice_gelu_then_derivative_once() {
         Chooser::FirstFit,
     );
     assert_eq!(loads(&dg).len(), 1);
-    close(slice(&dg, "b").start_ns, a_end + pen, "derivative start");
-    close(
+    assert_close(slice(&dg, "b").start_ns, a_end + pen, "derivative start");
+    assert_close(
         dg.total_ns,
         a_end + pen + act_ns + d,
         "gelu→derivative total",
     );
-    close(silu.total_ns - dg.total_ns, l - pen, "the load's cost");
+    assert_close(silu.total_ns - dg.total_ns, l - pen, "the load's cost");
 }
 
 #[test]
@@ -263,13 +257,13 @@ fn independent_dve_op_overlaps_an_act_op() {
         / c.f("dve.clock_ghz");
     let g = slice(&s, "g");
     let a = slice(&s, "a");
-    close(g.start_ns, d0.max(l), "gelu start");
-    close(a.start_ns, d0 + d1, "add start: after both parameter DMAs");
-    close(a.end_ns, d0 + d1 + a_ns, "add end");
+    assert_close(g.start_ns, d0.max(l), "gelu start");
+    assert_close(a.start_ns, d0 + d1, "add start: after both parameter DMAs");
+    assert_close(a.end_ns, d0 + d1 + a_ns, "add end");
     // They overlap in time on different engines.
     assert!(a.start_ns < g.end_ns && g.start_ns < a.end_ns);
     let end = (d0.max(l) + g_ns).max(d0 + d1 + a_ns);
-    close(
+    assert_close(
         s.total_ns,
         end + c.dma_ns(128.0 * 4096.0 * 2.0 + 128.0 * 64.0 * 4.0),
         "total",
@@ -289,18 +283,18 @@ fn dependent_chain_pays_the_penalty_independent_ops_overlap() {
     let d = c.dma_ns(128.0 * 64.0 * 4.0);
     let chain = "HloModule m\nENTRY e {\n  p = f32[128,64] parameter(0)\n  a = f32[128,64] add(p, p)\n  b = f32[128,64] multiply(a, a)\n  ROOT c = f32[128,64] subtract(b, b)\n}\n";
     let s = run(chain, "trn1", Chooser::FirstFit);
-    close(slice(&s, "a").start_ns, d, "a");
-    close(slice(&s, "b").start_ns, d + op + pen, "b");
-    close(slice(&s, "c").start_ns, d + 2.0 * (op + pen), "c");
-    close(s.total_ns, d + 3.0 * op + 2.0 * pen + d, "chain total");
+    assert_close(slice(&s, "a").start_ns, d, "a");
+    assert_close(slice(&s, "b").start_ns, d + op + pen, "b");
+    assert_close(slice(&s, "c").start_ns, d + 2.0 * (op + pen), "c");
+    assert_close(s.total_ns, d + 3.0 * op + 2.0 * pen + d, "chain total");
     // The same three ops, independent: each issues `ov` before the previous ends.
     let indep = "HloModule m\nENTRY e {\n  p = f32[128,64] parameter(0)\n  a = f32[128,64] add(p, p)\n  b = f32[128,64] multiply(p, p)\n  c = f32[128,64] subtract(p, p)\n  ROOT t = (f32[128,64], f32[128,64], f32[128,64]) tuple(a, b, c)\n}\n";
     let s = run(indep, "trn1", Chooser::FirstFit);
     let c_end = d + 3.0 * op - 2.0 * ov;
-    close(slice(&s, "c").end_ns, c_end, "independent end");
+    assert_close(slice(&s, "c").end_ns, c_end, "independent end");
     // The visible slices abut instead of overlapping.
-    close(slice(&s, "b").start_ns, slice(&s, "a").end_ns, "abut");
-    close(
+    assert_close(slice(&s, "b").start_ns, slice(&s, "a").end_ns, "abut");
+    assert_close(
         s.total_ns,
         c_end + c.dma_ns(3.0 * 128.0 * 64.0 * 4.0),
         "indep total",
@@ -322,7 +316,7 @@ fn matmul_costs_stationary_tiles() {
         let d = slice(&s, "d");
         assert_eq!(d.engine, Engine::Pe);
         assert_eq!(d.cycles, Some(cycles), "{ty}");
-        close(d.cost_ns, cycles as f64 / c.f("pe.clock_ghz"), "dot ns");
+        assert_close(d.cost_ns, cycles as f64 / c.f("pe.clock_ghz"), "dot ns");
     }
 }
 
@@ -432,7 +426,7 @@ fn check_invariants(s: &Schedule, text: &str) {
             }
         }
     }
-    close(
+    assert_close(
         s.total_ns,
         s.slices.iter().map(|x| x.end_ns).fold(0.0, f64::max),
         "total = latest end",

@@ -1,19 +1,14 @@
 //! `hlosim profile` end to end: text and JSON reports, the trace file, machine selection and
 //! the error paths (unknown machine, malformed machine file, a trace path equal to the input).
 
+use crate::common::cli::hlosim;
+use approx::assert_abs_diff_eq;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hlosim");
 
 fn model(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("models")
         .join(name)
-}
-
-fn hlosim(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
 }
 
 fn tmpdir(tag: &str) -> PathBuf {
@@ -87,7 +82,11 @@ fn json_report_and_trace() {
     // so the ten costliest are listed.
     assert_eq!(v["costliest"].as_array().unwrap().len(), 10);
     let total = v["total_ns"].as_f64().unwrap();
-    assert!((v["total_us"].as_f64().unwrap() * 1000.0 - total).abs() < 1e-6);
+    assert_abs_diff_eq!(
+        v["total_us"].as_f64().unwrap() * 1000.0,
+        total,
+        epsilon = 1e-6
+    );
     for e in v["engines"].as_array().unwrap() {
         assert!(e["busy_ns"].as_f64().unwrap() <= total + 1e-9);
     }

@@ -2,6 +2,7 @@
 //! operand checks, and the compare unit — each against values derived independently (exact
 //! f64 formulas via libm, hand-worked compare semantics).
 
+use approx::abs_diff_eq;
 use half::bf16;
 use hlosim::device::{execute_on_device, DeviceConfig, FindingKind, Level};
 use hlosim::eval::{Evaluator, Value};
@@ -23,11 +24,7 @@ fn arr(ty: ElementType, dims: Vec<i64>, data: ArrayData) -> Value {
 }
 
 fn bf16s(v: &[f32]) -> Value {
-    arr(
-        ElementType::BF16,
-        vec![v.len() as i64],
-        ArrayData::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
-    )
+    Value::array(crate::common::bf16s(v))
 }
 
 fn leaves_bf16(v: &Value) -> Vec<Vec<f32>> {
@@ -109,7 +106,7 @@ fn bf16_gelu_kernel_matches_exact_gelu_within_one_ulp() {
         let ok = if want.abs() >= 2f32.powi(-16) {
             bf16_ulps(got[i], want) <= 1
         } else {
-            (got[i] - want).abs() <= 2f32.powi(-24)
+            abs_diff_eq!(got[i], want, epsilon = 2f32.powi(-24))
         };
         assert!(ok, "gelu({x}) = {} on the device, exact {want}", got[i]);
     }
@@ -172,7 +169,8 @@ fn mismatched_suffix_and_missing_kernels_are_error_findings() {
     match &run.result.leaves()[0].data {
         ArrayData::F64(v) => {
             assert!(
-                (v[0] - gelu(1.0)).abs() <= 1e-15 && (v[1] - gelu(-2.0)).abs() <= 1e-15,
+                abs_diff_eq!(v[0], gelu(1.0), epsilon = 1e-15)
+                    && abs_diff_eq!(v[1], gelu(-2.0), epsilon = 1e-15),
                 "{v:?}"
             )
         }
