@@ -49,7 +49,6 @@ enum Class {
     Accumulated,
 }
 
-
 fn is_accumulating(op: Opcode) -> bool {
     use Opcode as O;
     matches!(

@@ -26,7 +26,7 @@ mod front_end;
 mod limits;
 mod multi_device;
 mod parser_robustness;
-mod passes_corpus;
 mod pass_names;
+mod passes_corpus;
 mod passes_golden;
 mod timing;
