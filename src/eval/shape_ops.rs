@@ -1,18 +1,21 @@
 //! Data movement: constant, iota, broadcast, reshape/bitcast, transpose, slice,
 //! dynamic-slice, dynamic-update-slice, concatenate, pad, reverse, get-tuple-element.
 //!
-//! Broadcast, transpose, slice and reverse are one operation underneath: each output
-//! element reads the input at `base + Σ index[d] · stride[d]`, with per-output-dimension
-//! strides that may be 0 (broadcast), permuted (transpose), scaled (strided slice) or
-//! negative (reverse). [`strided_copy`] runs it row by row (the innermost dimension as a
-//! memcpy, a fill or a strided gather), tiles 2-D transposes for the cache, and splits rows
-//! across threads for large outputs.
+//! Broadcast, transpose, slice and reverse are one operation underneath: the operand seen
+//! through an `ndarray` view (`broadcast` after inserting the new axes, `permuted_axes`,
+//! `slice_each_axis` with a step, `invert_axis`), copied out in row-major order. Pad,
+//! dynamic-update-slice and concatenate are the converse: a window of the result (a stepped
+//! slice for interior padding) assigned from the operand. [`strided`] does the copy
+//! (merged rows, memcpy or fill per row, cache tiles for transposes, rayon for large copies).
 
 use super::elementwise::{convert_data, wrap_like};
 use super::util::{scalar_i64, strides};
 use super::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType, Instruction};
-use rayon::prelude::*;
+use ndarray::{Axis, IxDyn, Slice};
+use strided::{assign, to_vec, view, view_mut};
+
+mod strided;
 
 /// Rebuilds the same [`ArrayData`] variant from an expression over its vector.
 macro_rules! same_variant {
@@ -53,160 +56,6 @@ fn one_array<'a>(ops: &[&'a Value], n: usize) -> Result<&'a ArrayLiteral, EvalEr
 
 fn udims(dims: &[i64]) -> Vec<usize> {
     dims.iter().map(|&d| d.max(0) as usize).collect()
-}
-
-/// Elements per output row above which rows are copied in parallel.
-const PAR_ELEMS: usize = 1 << 16;
-
-/// `out[i] = src[base + Σ idx(i)[d] · in_strides[d]]` over an output of `out_dims`.
-/// The caller guarantees every address is inside `src`.
-pub(crate) fn strided_copy<T: Copy + Send + Sync>(
-    src: &[T],
-    out_dims: &[usize],
-    in_strides: &[isize],
-    base: isize,
-) -> Vec<T> {
-    let n: usize = out_dims.iter().product();
-    if n == 0 {
-        return Vec::new();
-    }
-    let rank = out_dims.len();
-    if rank == 0 {
-        return vec![src[base as usize]];
-    }
-    // Merge adjacent dimensions that are contiguous in the input (fewer, longer rows).
-    let mut dims: Vec<usize> = Vec::with_capacity(rank);
-    let mut st: Vec<isize> = Vec::with_capacity(rank);
-    for (&d, &s) in out_dims.iter().zip(in_strides) {
-        if d == 1 {
-            continue;
-        }
-        if let (Some(&ld), Some(&ls)) = (dims.last(), st.last()) {
-            if ls == s * d as isize {
-                *dims.last_mut().unwrap() = ld * d;
-                *st.last_mut().unwrap() = s;
-                continue;
-            }
-        }
-        dims.push(d);
-        st.push(s);
-    }
-    if dims.is_empty() {
-        return vec![src[base as usize]];
-    }
-    let rank = dims.len();
-    let inner = dims[rank - 1];
-    let inner_stride = st[rank - 1];
-    // A 2-D transpose pattern (inner dimension strided, the one before it contiguous):
-    // copy in square tiles so both sides stay in cache.
-    if rank >= 2 && inner_stride != 1 && st[rank - 2] == 1 && inner >= 16 && dims[rank - 2] >= 16 {
-        return tiled_transpose(src, &dims, &st, base);
-    }
-    let rows = n / inner;
-    let row_offset = |r: usize| -> isize {
-        let mut off = base;
-        let mut rem = r;
-        for d in (0..rank - 1).rev() {
-            off += (rem % dims[d]) as isize * st[d];
-            rem /= dims[d];
-        }
-        off
-    };
-    let fill_row = |r: usize, row: &mut [T]| {
-        let off = row_offset(r);
-        match inner_stride {
-            1 => row.copy_from_slice(&src[off as usize..off as usize + inner]),
-            0 => row.fill(src[off as usize]),
-            s => {
-                for (j, o) in row.iter_mut().enumerate() {
-                    *o = src[(off + j as isize * s) as usize];
-                }
-            }
-        }
-    };
-    let mut out: Vec<T> = Vec::with_capacity(n);
-    // SAFETY-free initialisation: fill with the first source element, then overwrite.
-    out.resize(n, src[base.max(0) as usize]);
-    if n >= PAR_ELEMS && rows > 1 {
-        out.par_chunks_mut(inner)
-            .enumerate()
-            .for_each(|(r, row)| fill_row(r, row));
-    } else {
-        out.chunks_mut(inner)
-            .enumerate()
-            .for_each(|(r, row)| fill_row(r, row));
-    }
-    out
-}
-
-/// [`strided_copy`] for the case where the last output dimension is strided in the input
-/// and the one before it is contiguous: 32×32 tiles per 2-D plane.
-fn tiled_transpose<T: Copy + Send + Sync>(
-    src: &[T],
-    dims: &[usize],
-    st: &[isize],
-    base: isize,
-) -> Vec<T> {
-    const TILE: usize = 32;
-    let rank = dims.len();
-    let (r_n, c_n) = (dims[rank - 2], dims[rank - 1]);
-    let (r_s, c_s) = (st[rank - 2], st[rank - 1]);
-    let plane = r_n * c_n;
-    let planes: usize = dims[..rank - 2].iter().product();
-    let n = plane * planes;
-    let mut out: Vec<T> = Vec::with_capacity(n);
-    out.resize(n, src[base.max(0) as usize]);
-    let plane_offset = |p: usize| -> isize {
-        let mut off = base;
-        let mut rem = p;
-        for d in (0..rank - 2).rev() {
-            off += (rem % dims[d]) as isize * st[d];
-            rem /= dims[d];
-        }
-        off
-    };
-    let do_plane = |p: usize, dst: &mut [T]| {
-        let off = plane_offset(p);
-        for r0 in (0..r_n).step_by(TILE) {
-            for c0 in (0..c_n).step_by(TILE) {
-                for r in r0..(r0 + TILE).min(r_n) {
-                    let row_base = off + r as isize * r_s;
-                    let d = &mut dst[r * c_n..(r + 1) * c_n];
-                    for c in c0..(c0 + TILE).min(c_n) {
-                        d[c] = src[(row_base + c as isize * c_s) as usize];
-                    }
-                }
-            }
-        }
-    };
-    if n >= PAR_ELEMS && planes > 1 {
-        out.par_chunks_mut(plane)
-            .enumerate()
-            .for_each(|(p, dst)| do_plane(p, dst));
-    } else if n >= PAR_ELEMS {
-        // One big plane: split it into bands of rows.
-        let band = TILE;
-        let off = plane_offset(0);
-        out.par_chunks_mut(band * c_n)
-            .enumerate()
-            .for_each(|(b, dst)| {
-                let r0 = b * band;
-                let rows = dst.len() / c_n;
-                for c0 in (0..c_n).step_by(TILE) {
-                    for r in 0..rows {
-                        let row_base = off + (r0 + r) as isize * r_s;
-                        for c in c0..(c0 + TILE).min(c_n) {
-                            dst[r * c_n + c] = src[(row_base + c as isize * c_s) as usize];
-                        }
-                    }
-                }
-            });
-    } else {
-        out.chunks_mut(plane)
-            .enumerate()
-            .for_each(|(p, dst)| do_plane(p, dst));
-    }
-    out
 }
 
 fn array(shape: &ArrayShape, data: ArrayData) -> KResult {
@@ -255,19 +104,36 @@ pub fn broadcast(ins: &Instruction, ops: &[&Value]) -> KResult {
             a.shape
         ));
     }
-    let in_st = strides(&a.shape.dims);
-    let mut st = vec![0isize; out.rank()];
+    let mut present = vec![false; out.rank()];
     for (k, &d) in map.iter().enumerate() {
-        if d < 0 || d as usize >= out.rank() || out.dims[d as usize] != a.shape.dims[k] {
+        if d < 0
+            || d as usize >= out.rank()
+            || out.dims[d as usize] != a.shape.dims[k]
+            || std::mem::replace(&mut present[d as usize], true)
+        {
             return err(format!(
                 "operand dimension {k} ({}) cannot map to output dimension {d} of {out}",
                 a.shape.dims[k]
             ));
         }
-        st[d as usize] = in_st[k] as isize;
     }
+    // The operand's axes in output order, then a length-1 axis for each new dimension.
+    let mut order: Vec<usize> = (0..map.len()).collect();
+    order.sort_by_key(|&k| map[k]);
+    let in_dims = udims(&a.shape.dims);
     let od = udims(&out.dims);
-    let data = same_variant!(&a.data, v => strided_copy(v, &od, &st, 0));
+    let data = same_variant!(&a.data, v => {
+        let mut w = view(v, &in_dims)?.permuted_axes(&order[..]);
+        for (d, &p) in present.iter().enumerate() {
+            if !p {
+                w.insert_axis_inplace(Axis(d));
+            }
+        }
+        let b = w
+            .broadcast(IxDyn(&od))
+            .ok_or_else(|| EvalError::new(format!("cannot broadcast {} to {out}", a.shape)))?;
+        to_vec(b)
+    });
     array(out, data)
 }
 
@@ -301,11 +167,9 @@ pub fn transpose(ins: &Instruction, ops: &[&Value]) -> KResult {
             a.shape
         ));
     }
-    let in_st = strides(&a.shape.dims);
-    let st: Vec<isize> = perm.iter().map(|&p| in_st[p as usize] as isize).collect();
     let od: Vec<usize> = perm
         .iter()
-        .map(|&p| a.shape.dims[p as usize] as usize)
+        .map(|&p| a.shape.dims[p as usize].max(0) as usize)
         .collect();
     if od != udims(&out.dims) {
         return err(format!(
@@ -313,7 +177,9 @@ pub fn transpose(ins: &Instruction, ops: &[&Value]) -> KResult {
             a.shape
         ));
     }
-    let data = same_variant!(&a.data, v => strided_copy(v, &od, &st, 0));
+    let axes: Vec<usize> = perm.iter().map(|&p| p as usize).collect();
+    let in_dims = udims(&a.shape.dims);
+    let data = same_variant!(&a.data, v => to_vec(view(v, &in_dims)?.permuted_axes(&axes[..])));
     array(out, data)
 }
 
@@ -329,10 +195,7 @@ pub fn slice(ins: &Instruction, ops: &[&Value]) -> KResult {
     if sl.len() != a.shape.rank() {
         return err(format!("slice= has {} entries for {}", sl.len(), a.shape));
     }
-    let in_st = strides(&a.shape.dims);
-    let mut st = Vec::new();
     let mut od = Vec::new();
-    let mut base = 0isize;
     for (d, s) in sl.iter().enumerate() {
         let dim = a.shape.dims[d];
         if s.stride < 1 || s.start < 0 || s.start > s.limit || s.limit > dim {
@@ -341,10 +204,7 @@ pub fn slice(ins: &Instruction, ops: &[&Value]) -> KResult {
                 s.start, s.limit, s.stride
             ));
         }
-        let n = (s.limit - s.start + s.stride - 1) / s.stride;
-        od.push(n as usize);
-        st.push(in_st[d] as isize * s.stride as isize);
-        base += in_st[d] as isize * s.start as isize;
+        od.push(((s.limit - s.start + s.stride - 1) / s.stride) as usize);
     }
     if od != udims(&out.dims) {
         return err(format!(
@@ -352,7 +212,15 @@ pub fn slice(ins: &Instruction, ops: &[&Value]) -> KResult {
             a.shape
         ));
     }
-    let data = same_variant!(&a.data, v => strided_copy(v, &od, &st, base));
+    let in_dims = udims(&a.shape.dims);
+    let data = same_variant!(&a.data, v => {
+        let mut w = view(v, &in_dims)?;
+        w.slice_each_axis_inplace(|ax| {
+            let s = &sl[ax.axis.index()];
+            Slice::new(s.start as isize, Some(s.limit as isize), s.stride as isize)
+        });
+        to_vec(w)
+    });
     array(out, data)
 }
 
@@ -405,42 +273,23 @@ pub fn dynamic_slice(ins: &Instruction, ops: &[&Value]) -> KResult {
         ));
     }
     let starts = clamped_starts(ops, 1, &a.shape.dims, &sizes)?;
-    let in_st = strides(&a.shape.dims);
-    let base: isize = starts
-        .iter()
-        .zip(&in_st)
-        .map(|(&s, &t)| s as isize * t as isize)
-        .sum();
-    let st: Vec<isize> = in_st.iter().map(|&s| s as isize).collect();
-    let od = udims(&sizes);
-    let data = same_variant!(&a.data, v => strided_copy(v, &od, &st, base));
+    let window = windows(&starts, &sizes);
+    let in_dims = udims(&a.shape.dims);
+    let data = same_variant!(&a.data, v => {
+        let mut w = view(v, &in_dims)?;
+        w.slice_each_axis_inplace(|ax| window[ax.axis.index()]);
+        to_vec(w)
+    });
     array(out, data)
 }
 
-/// Writes `upd` (dims `ud`) into `dst` (dims `dd`) at `starts`, row by row.
-fn write_block<T: Copy>(dst: &mut [T], dd: &[i64], upd: &[T], ud: &[i64], starts: &[i64]) {
-    let n: usize = udims(ud).iter().product();
-    if n == 0 {
-        return;
-    }
-    let rank = dd.len();
-    if rank == 0 {
-        dst[0] = upd[0];
-        return;
-    }
-    let dst_st = strides(dd);
-    let inner = ud[rank - 1] as usize;
-    let rows = n / inner;
-    let uu = udims(ud);
-    for r in 0..rows {
-        let mut rem = r;
-        let mut off = starts[rank - 1] as usize;
-        for d in (0..rank - 1).rev() {
-            off += (rem % uu[d] + starts[d] as usize) * dst_st[d];
-            rem /= uu[d];
-        }
-        dst[off..off + inner].copy_from_slice(&upd[r * inner..(r + 1) * inner]);
-    }
+/// `start..start + size` per dimension (starts already clamped into range).
+fn windows(starts: &[i64], sizes: &[i64]) -> Vec<Slice> {
+    starts
+        .iter()
+        .zip(sizes)
+        .map(|(&s, &n)| Slice::from(s as usize..(s + n) as usize))
+        .collect()
 }
 
 /// Evaluates `dynamic-update-slice`: starts clamped so the update stays inside the operand.
@@ -461,9 +310,13 @@ pub fn dynamic_update_slice(ins: &Instruction, ops: &[&Value]) -> KResult {
         ));
     }
     let starts = clamped_starts(ops, 2, &a.shape.dims, &u.shape.dims)?;
+    let window = windows(&starts, &u.shape.dims);
+    let (a_dims, u_dims) = (udims(&a.shape.dims), udims(&u.shape.dims));
     let mut data = a.data.clone();
     crate::with_array_data_pair!(&mut data, &u.data, (d, v) => {
-        write_block(d, &a.shape.dims, v, &u.shape.dims, &starts)
+        let mut dst = view_mut(d, &a_dims)?;
+        dst.slice_each_axis_inplace(|ax| window[ax.axis.index()]);
+        assign(dst, view(v, &u_dims)?)
     }, else => return err("the update's element type differs from the operand's"));
     array(out, data)
 }
@@ -515,20 +368,29 @@ pub(crate) fn concat_arrays(
             out.dims[d]
         ));
     }
-    let outer: usize = udims(&out.dims[..d]).iter().product();
-    let inner: usize = udims(&out.dims[d + 1..]).iter().product();
+    let od = udims(&out.dims);
     let first = &arrays[0].data;
-    let data = same_variant!(first, _v => {
-        let mut outv = Vec::with_capacity(out.element_count());
-        for o in 0..outer {
-            for a in arrays {
-                let chunk = a.shape.dims[d] as usize * inner;
-                let src = slice_of(&a.data, _v);
-                let src = src.ok_or_else(|| EvalError::new("operands have different element types"))?;
-                outv.extend_from_slice(&src[o * chunk..(o + 1) * chunk]);
+    let data = same_variant!(first, fv => {
+        let parts = arrays
+            .iter()
+            .map(|a| slice_of(&a.data, fv))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| EvalError::new("operands have different element types"))?;
+        match parts.iter().find_map(|p| p.first().copied()) {
+            None => Vec::new(),
+            Some(x) => {
+                let mut o = vec![x; out.element_count()];
+                let mut ov = view_mut(&mut o, &od)?;
+                let mut at = 0;
+                for (a, p) in arrays.iter().zip(&parts) {
+                    let len = a.shape.dims[d] as usize;
+                    let dst = ov.slice_axis_mut(Axis(d), Slice::from(at..at + len));
+                    assign(dst, view(p, &udims(&a.shape.dims))?);
+                    at += len;
+                }
+                o
             }
         }
-        outv
     });
     Ok(ArrayLiteral {
         shape: ArrayShape::new(out.ty, out.dims.clone()),
@@ -551,13 +413,15 @@ pub(crate) fn slice_dim(
             a.shape
         ));
     }
-    let st: Vec<isize> = strides(dims).into_iter().map(|s| s as isize).collect();
-    let mut od = udims(dims);
-    od[d] = len as usize;
-    let base = st[d] * start as isize;
-    let data = same_variant!(&a.data, v => strided_copy(v, &od, &st, base));
+    let in_dims = udims(dims);
+    let (start, len) = (start as usize, len as usize);
+    let data = same_variant!(&a.data, v => {
+        let mut w = view(v, &in_dims)?;
+        w.slice_axis_inplace(Axis(d), Slice::from(start..start + len));
+        to_vec(w)
+    });
     let mut out = dims.clone();
-    out[d] = len;
+    out[d] = len as i64;
     Ok(ArrayLiteral {
         shape: ArrayShape::new(a.shape.ty, out),
         data,
@@ -619,37 +483,47 @@ pub fn pad(ins: &Instruction, ops: &[&Value]) -> KResult {
             ));
         }
     }
-    let out_st = strides(&out.dims);
+    // Per dimension, the operand elements that land inside the result and where: operand
+    // index i goes to lo + i·(interior + 1); negative lo or hi crops.
     let in_dims = udims(&a.shape.dims);
-    let n_in: usize = in_dims.iter().product();
+    let mut window: Option<Vec<(Slice, Slice)>> = Some(Vec::with_capacity(cfg.len()));
+    for (d, p) in cfg.iter().enumerate() {
+        let (n, size, step) = (a.shape.dims[d], out.dims[d], p.interior + 1);
+        let first = if p.lo >= 0 {
+            0
+        } else {
+            (-p.lo + step - 1) / step
+        };
+        let last = (size - 1 - p.lo).div_euclid(step).min(n - 1);
+        if n == 0 || size - 1 - p.lo < 0 || first > last {
+            window = None;
+            break;
+        }
+        if let Some(w) = window.as_mut() {
+            let at = p.lo + first * step;
+            w.push((
+                Slice::new(
+                    at as isize,
+                    Some((p.lo + last * step + 1) as isize),
+                    step as isize,
+                ),
+                Slice::from(first as usize..last as usize + 1),
+            ));
+        }
+    }
+    let od = udims(&out.dims);
     let n_out = out.element_count();
     let data = crate::with_array_data_pair!(&a.data, &pv.data, (src, fill) => {
-        let mut o = vec![fill[0]; n_out];
-        if n_in > 0 {
-            let rank = in_dims.len();
-            let mut idx = vec![0usize; rank];
-            for &x in src.iter() {
-                let mut off = 0i64;
-                let mut inside = true;
-                for d in 0..rank {
-                    let c = cfg[d].lo + idx[d] as i64 * (cfg[d].interior + 1);
-                    if c < 0 || c >= out.dims[d] {
-                        inside = false;
-                        break;
-                    }
-                    off += c * out_st[d] as i64;
-                }
-                if inside {
-                    o[off as usize] = x;
-                }
-                for d in (0..rank).rev() {
-                    idx[d] += 1;
-                    if idx[d] < in_dims[d] {
-                        break;
-                    }
-                    idx[d] = 0;
-                }
-            }
+        let x = *fill
+            .first()
+            .ok_or_else(|| EvalError::new("the padding value has no element"))?;
+        let mut o = vec![x; n_out];
+        if let Some(w) = &window {
+            let mut dst = view_mut(&mut o, &od)?;
+            dst.slice_each_axis_inplace(|ax| w[ax.axis.index()].0);
+            let mut from = view(src, &in_dims)?;
+            from.slice_each_axis_inplace(|ax| w[ax.axis.index()].1);
+            assign(dst, from);
         }
         wrap_like(&a.data, o)
     }, else => return err("the padding value's element type differs from the operand's"));
@@ -663,21 +537,21 @@ pub fn reverse(ins: &Instruction, ops: &[&Value]) -> KResult {
     if !a.shape.same_dims_and_type(out) {
         return err(format!("operand {} and result {out} differ", a.shape));
     }
-    let in_st = strides(&a.shape.dims);
-    let mut st: Vec<isize> = in_st.iter().map(|&s| s as isize).collect();
-    let mut base = 0isize;
-    for &d in ins.attrs.dimensions.as_deref().unwrap_or(&[]) {
-        if d < 0 || d as usize >= a.shape.rank() {
-            return err(format!("dimension {d} is out of range for {}", a.shape));
-        }
-        let d = d as usize;
-        if a.shape.dims[d] > 0 {
-            base += (a.shape.dims[d] - 1) as isize * st[d];
-        }
-        st[d] = -st[d];
+    let flip = ins.attrs.dimensions.as_deref().unwrap_or(&[]);
+    if let Some(d) = flip
+        .iter()
+        .find(|&&d| d < 0 || d as usize >= a.shape.rank())
+    {
+        return err(format!("dimension {d} is out of range for {}", a.shape));
     }
-    let od = udims(&out.dims);
-    let data = same_variant!(&a.data, v => strided_copy(v, &od, &st, base));
+    let in_dims = udims(&a.shape.dims);
+    let data = same_variant!(&a.data, v => {
+        let mut w = view(v, &in_dims)?;
+        for &d in flip {
+            w.invert_axis(Axis(d as usize));
+        }
+        to_vec(w)
+    });
     array(out, data)
 }
 
@@ -699,5 +573,328 @@ pub fn get_tuple_element(ins: &Instruction, ops: &[&Value]) -> KResult {
                 EvalError::new(format!("index {i} is out of range for a {}-tuple", t.len()))
             }),
         _ => err("the operand of get-tuple-element is not a tuple"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::eval::{Evaluator, Value};
+    use crate::hlo::{parse_module, ArrayData, ArrayLiteral, ArrayShape, ElementType};
+
+    /// Runs a one-instruction module whose parameters are f32 arrays holding 0, 1, 2, …
+    /// (and any s32 parameters the given scalars), returning the f32 result.
+    fn run(params: &[&str], root: &str, ints: &[i32]) -> Vec<f32> {
+        let decl: String = params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("  p{i} = {p} parameter({i})\n"))
+            .collect();
+        let text = format!("HloModule t\n\nENTRY main {{\n{decl}  ROOT r = {root}\n}}\n");
+        let m = parse_module(&text).expect("test module parses");
+        let c = m.entry_computation();
+        let mut ints = ints.iter();
+        let args = c
+            .parameters()
+            .into_iter()
+            .map(|p| {
+                let s = c.instr(p.unwrap()).shape.as_array().unwrap().clone();
+                let n = s.element_count();
+                let data = match s.ty {
+                    ElementType::S32 => ArrayData::S32(vec![*ints.next().unwrap()]),
+                    _ => ArrayData::F32((0..n).map(|i| i as f32).collect()),
+                };
+                Value::array(ArrayLiteral {
+                    shape: ArrayShape::new(s.ty, s.dims),
+                    data,
+                })
+            })
+            .collect();
+        let out = Evaluator::new(&m).run(args).expect("module runs");
+        match &out.as_array().unwrap().data {
+            ArrayData::F32(v) => v.clone(),
+            d => panic!("f32 expected, got {d:?}"),
+        }
+    }
+
+    /// The error a kernel gives for a module that should be rejected.
+    fn run_err(params: &[&str], root: &str) -> String {
+        let decl: String = params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("  p{i} = {p} parameter({i})\n"))
+            .collect();
+        let text = format!("HloModule t\n\nENTRY main {{\n{decl}  ROOT r = {root}\n}}\n");
+        let m = parse_module(&text).expect("test module parses");
+        let c = m.entry_computation();
+        let args = c
+            .parameters()
+            .into_iter()
+            .map(|p| {
+                let s = c.instr(p.unwrap()).shape.as_array().unwrap().clone();
+                Value::array(ArrayLiteral::zeros(s))
+            })
+            .collect();
+        let r = Evaluator::new(&m).run(args);
+        match r {
+            Ok(_) => panic!("{root} should be rejected"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Row-major strides of `dims`, written out independently of the code under test.
+    fn row_major(dims: &[usize]) -> Vec<usize> {
+        let mut s = vec![1; dims.len()];
+        for i in (0..dims.len().saturating_sub(1)).rev() {
+            s[i] = s[i + 1] * dims[i + 1];
+        }
+        s
+    }
+
+    /// The multi-index of flat position `f` in an array of `dims`.
+    fn unflatten(mut f: usize, dims: &[usize]) -> Vec<usize> {
+        let mut idx = vec![0; dims.len()];
+        for d in (0..dims.len()).rev() {
+            idx[d] = f % dims[d];
+            f /= dims[d];
+        }
+        idx
+    }
+
+    #[test]
+    fn transpose_small_by_hand() {
+        let r = run(
+            &["f32[2,3]"],
+            "f32[3,2] transpose(p0), dimensions={1,0}",
+            &[],
+        );
+        assert_eq!(r, [0., 3., 1., 4., 2., 5.]);
+        // out[k,i,j] = in[i,j,k] = 6i + 3j + k.
+        let r = run(
+            &["f32[2,2,3]"],
+            "f32[3,2,2] transpose(p0), dimensions={2,0,1}",
+            &[],
+        );
+        assert_eq!(r, [0., 3., 6., 9., 1., 4., 7., 10., 2., 5., 8., 11.]);
+    }
+
+    #[test]
+    fn transpose_large_and_high_rank_match_the_index_formula() {
+        // 2-D (tiled, split in bands), batched 2-D (tiled, split by plane), rank 6 with
+        // length-1 axes (merged rows).
+        for (in_dims, perm) in [
+            (vec![300usize, 400], vec![1usize, 0]),
+            (vec![3, 200, 150], vec![0, 2, 1]),
+            (vec![2, 1, 3, 1, 2, 5], vec![5, 3, 1, 4, 2, 0]),
+            (vec![16, 8, 4, 32], vec![0, 2, 1, 3]),
+        ] {
+            let od: Vec<usize> = perm.iter().map(|&p| in_dims[p]).collect();
+            let fmt = |d: &[usize]| {
+                d.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let root = format!(
+                "f32[{}] transpose(p0), dimensions={{{}}}",
+                fmt(&od),
+                fmt(&perm)
+            );
+            let r = run(&[&format!("f32[{}]", fmt(&in_dims))], &root, &[]);
+            let ist = row_major(&in_dims);
+            for (f, &got) in r.iter().enumerate() {
+                let oi = unflatten(f, &od);
+                let src: usize = perm.iter().zip(&oi).map(|(&p, &i)| i * ist[p]).sum();
+                assert_eq!(got, src as f32, "{root}: element {f}");
+            }
+        }
+    }
+
+    #[test]
+    fn broadcast_by_hand() {
+        let r = run(&["f32[2]"], "f32[2,3] broadcast(p0), dimensions={0}", &[]);
+        assert_eq!(r, [0., 0., 0., 1., 1., 1.]);
+        let r = run(&["f32[2]"], "f32[3,2] broadcast(p0), dimensions={1}", &[]);
+        assert_eq!(r, [0., 1., 0., 1., 0., 1.]);
+        // Unsorted map: out[i,j,k] = in[k,i] = 3k + i.
+        let r = run(
+            &["f32[2,3]"],
+            "f32[3,4,2] broadcast(p0), dimensions={2,0}",
+            &[],
+        );
+        let mut want = Vec::new();
+        for i in 0..3 {
+            for _ in 0..4 {
+                want.extend([i as f32, (3 + i) as f32]);
+            }
+        }
+        assert_eq!(r, want);
+        let r = run(&["f32[]"], "f32[2,2] broadcast(p0), dimensions={}", &[]);
+        assert_eq!(r, [0.; 4]);
+        let e = run_err(&["f32[2]"], "f32[2,2] broadcast(p0), dimensions={1,1}");
+        assert!(e.contains("cannot map"), "{e}");
+    }
+
+    #[test]
+    fn slice_with_strides_by_hand() {
+        let r = run(&["f32[5]"], "f32[2] slice(p0), slice={[1:5:3]}", &[]);
+        assert_eq!(r, [1., 4.]);
+        let r = run(
+            &["f32[3,4]"],
+            "f32[2,2] slice(p0), slice={[0:3:2], [1:4:2]}",
+            &[],
+        );
+        assert_eq!(r, [1., 3., 9., 11.]);
+        let r = run(
+            &["f32[3,4]"],
+            "f32[0,4] slice(p0), slice={[2:2], [0:4]}",
+            &[],
+        );
+        assert!(r.is_empty());
+        let e = run_err(&["f32[3]"], "f32[2] slice(p0), slice={[2:4]}");
+        assert!(e.contains("invalid"), "{e}");
+    }
+
+    #[test]
+    fn reverse_by_hand() {
+        let r = run(&["f32[2,3]"], "f32[2,3] reverse(p0), dimensions={0}", &[]);
+        assert_eq!(r, [3., 4., 5., 0., 1., 2.]);
+        let r = run(&["f32[2,3]"], "f32[2,3] reverse(p0), dimensions={1}", &[]);
+        assert_eq!(r, [2., 1., 0., 5., 4., 3.]);
+        let r = run(&["f32[2,3]"], "f32[2,3] reverse(p0), dimensions={0,1}", &[]);
+        assert_eq!(r, [5., 4., 3., 2., 1., 0.]);
+        // Reversing a dimension twice is the identity.
+        let r = run(&["f32[2,3]"], "f32[2,3] reverse(p0), dimensions={1,1}", &[]);
+        assert_eq!(r, [0., 1., 2., 3., 4., 5.]);
+        let e = run_err(&["f32[2,3]"], "f32[2,3] reverse(p0), dimensions={2}");
+        assert!(e.contains("out of range"), "{e}");
+    }
+
+    #[test]
+    fn reverse_large_matches_the_index_formula() {
+        let r = run(
+            &["f32[300,400]"],
+            "f32[300,400] reverse(p0), dimensions={0,1}",
+            &[],
+        );
+        for (f, &got) in r.iter().enumerate() {
+            assert_eq!(got, (300 * 400 - 1 - f) as f32);
+        }
+    }
+
+    #[test]
+    fn pad_interior_and_negative_edges_by_hand() {
+        // The padding value p1 is 0 here (parameters count up from 0); pad_2d_by_hand uses
+        // a distinct one. 1_2_1 on [0,1,2] → [p 0 p 1 p 2 p p].
+        let r = run(
+            &["f32[3]", "f32[]"],
+            "f32[8] pad(p0, p1), padding=1_2_1",
+            &[],
+        );
+        assert_eq!(r, [0., 0., 0., 1., 0., 2., 0., 0.]);
+        // Negative low edge crops: [0 p 1 p 2] without its first element.
+        let r = run(
+            &["f32[3]", "f32[]"],
+            "f32[4] pad(p0, p1), padding=-1_0_1",
+            &[],
+        );
+        assert_eq!(r, [0., 1., 0., 2.]);
+        let r = run(
+            &["f32[3]", "f32[]"],
+            "f32[1] pad(p0, p1), padding=0_-2_0",
+            &[],
+        );
+        assert_eq!(r, [0.]);
+        // Cropped to nothing of the operand: only padding remains.
+        let r = run(
+            &["f32[2]", "f32[]"],
+            "f32[2] pad(p0, p1), padding=-2_2_0",
+            &[],
+        );
+        assert_eq!(r, [0., 0.]);
+        // Crop landing in interior padding: [0 p p 1 p p 2] from index 2 to 5 → [p 1 p].
+        let r = run(
+            &["f32[3]", "f32[]"],
+            "f32[3] pad(p0, p1), padding=-2_-2_2",
+            &[],
+        );
+        assert_eq!(r, [0., 1., 0.]);
+        let e = run_err(&["f32[3]", "f32[]"], "f32[9] pad(p0, p1), padding=1_2_1");
+        assert!(e.contains("does not give"), "{e}");
+    }
+
+    #[test]
+    fn pad_2d_by_hand() {
+        // A padding value distinct from the operand: pad a broadcast of 9.
+        let text = "HloModule t\n\nENTRY main {\n  p0 = f32[2,2] parameter(0)\n  \
+                    c = f32[] constant(9)\n  \
+                    ROOT r = f32[3,4] pad(p0, c), padding=1_0_0x0_1_1\n}\n";
+        let m = parse_module(text).unwrap();
+        let arg = Value::array(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::F32, vec![2, 2]),
+            data: ArrayData::F32(vec![0., 1., 2., 3.]),
+        });
+        let out = Evaluator::new(&m).run(vec![arg]).unwrap();
+        let ArrayData::F32(r) = &out.as_array().unwrap().data else {
+            panic!("f32 expected")
+        };
+        assert_eq!(
+            r.as_slice(),
+            [9., 9., 9., 9., 0., 9., 1., 9., 2., 9., 3., 9.]
+        );
+    }
+
+    #[test]
+    fn pad_large_matches_the_index_formula() {
+        // 1_1_1 × -1_2_2 on [200, 300]: out rows 1 + 200 + 199 + 1 = 401, cols
+        // -1 + 2 + 300 + 2·299 = 899; operand (i, j) lands at (1 + 2i, -1 + 3j).
+        let r = run(
+            &["f32[200,300]", "f32[]"],
+            "f32[401,899] pad(p0, p1), padding=1_1_1x-1_2_2",
+            &[],
+        );
+        assert_eq!(r.len(), 401 * 899);
+        for (f, &got) in r.iter().enumerate() {
+            let (ro, co) = (f / 899, f % 899);
+            let want = if ro % 2 == 1 && (co + 1) % 3 == 0 {
+                let (i, j) = ((ro - 1) / 2, (co + 1) / 3);
+                (i * 300 + j) as f32
+            } else {
+                0.0
+            };
+            assert_eq!(got, want, "element ({ro}, {co})");
+        }
+    }
+
+    #[test]
+    fn dynamic_slices_clamp_by_hand() {
+        let r = run(
+            &["f32[4]", "s32[]"],
+            "f32[2] dynamic-slice(p0, p1), dynamic_slice_sizes={2}",
+            &[3],
+        );
+        assert_eq!(r, [2., 3.]);
+        let r = run(
+            &["f32[2,3]", "f32[1,2]", "s32[]", "s32[]"],
+            "f32[2,3] dynamic-update-slice(p0, p1, p2, p3)",
+            &[1, 2],
+        );
+        // The start column 2 clamps to 1; the update holds [0, 1].
+        assert_eq!(r, [0., 1., 2., 3., 0., 1.]);
+    }
+
+    #[test]
+    fn concatenate_by_hand() {
+        let r = run(
+            &["f32[2,1]", "f32[2,2]"],
+            "f32[2,3] concatenate(p0, p1), dimensions={1}",
+            &[],
+        );
+        assert_eq!(r, [0., 0., 1., 1., 2., 3.]);
+        let r = run(
+            &["f32[1,2]", "f32[0,2]", "f32[2,2]"],
+            "f32[3,2] concatenate(p0, p1, p2), dimensions={0}",
+            &[],
+        );
+        assert_eq!(r, [0., 1., 0., 1., 2., 3.]);
     }
 }
