@@ -11,7 +11,7 @@
 //! copied in cache tiles, and large copies split across rayon's pool.
 
 use crate::eval::EvalError;
-use ndarray::{ArrayView, ArrayViewMut, Axis, IxDyn, Slice, Zip};
+use ndarray::{ArrayView, ArrayViewMut, Axis, Dimension, Ix1, Ix2, IxDyn, Zip};
 use rayon::prelude::*;
 
 /// Elements above which a copy is split across threads (as the hand-written copies were).
@@ -95,8 +95,31 @@ pub(crate) fn assign<T: Copy + Send + Sync>(
     {
         return tiled(dst, src, n >= PAR_ELEMS);
     }
-    let last = Axis(rank - 1);
-    let par = n >= PAR_ELEMS && n / dst.len_of(last) > 1;
+    let par = n >= PAR_ELEMS && n / dst.len_of(Axis(rank - 1)) > 1;
+    // Iterating a dynamic-rank view costs far more per step than a fixed-rank one, and after
+    // merging most copies are rank 1 or 2 (`benches/shape_ops.rs`).
+    match rank {
+        1 => {
+            if let (Ok(d), Ok(s)) = (dst.into_dimensionality::<Ix1>(), src.into_dimensionality()) {
+                copy_row(d, s);
+            }
+        }
+        2 => {
+            if let (Ok(d), Ok(s)) = (dst.into_dimensionality::<Ix2>(), src.into_dimensionality()) {
+                copy_rows(d, s, par);
+            }
+        }
+        _ => copy_rows(dst, src, par),
+    }
+}
+
+/// Row by row (the last axis), across the pool when `par`.
+fn copy_rows<T: Copy + Send + Sync, D: Dimension>(
+    mut dst: ArrayViewMut<'_, T, D>,
+    src: ArrayView<'_, T, D>,
+    par: bool,
+) {
+    let last = Axis(dst.ndim() - 1);
     let rows = Zip::from(dst.lanes_mut(last)).and(src.lanes(last));
     if par {
         rows.par_for_each(copy_row);
@@ -107,7 +130,7 @@ pub(crate) fn assign<T: Copy + Send + Sync>(
 
 /// One row: a memcpy when both sides are contiguous, a fill for a broadcast row, else an
 /// element-wise strided copy.
-fn copy_row<T: Copy>(mut d: ArrayViewMut<'_, T, ndarray::Ix1>, s: ArrayView<'_, T, ndarray::Ix1>) {
+fn copy_row<T: Copy>(mut d: ArrayViewMut<'_, T, Ix1>, s: ArrayView<'_, T, Ix1>) {
     match (d.as_slice_mut(), s.as_slice()) {
         (Some(d), Some(s)) => d.copy_from_slice(s),
         (Some(d), None) if s.strides()[0] == 0 => {
@@ -152,8 +175,7 @@ fn tiled<T: Copy + Send + Sync>(
     src: ArrayView<'_, T, IxDyn>,
     par: bool,
 ) {
-    let rank = dst.ndim();
-    if rank > 2 {
+    if dst.ndim() > 2 {
         let planes = Zip::from(dst.outer_iter_mut()).and(src.outer_iter());
         if par {
             planes.par_for_each(|d, s| tiled(d, s, false));
@@ -162,24 +184,31 @@ fn tiled<T: Copy + Send + Sync>(
         }
         return;
     }
+    // `assign` only sends views of rank 2 or more here.
+    let (Ok(mut dst), Ok(src)) = (
+        dst.into_dimensionality::<Ix2>(),
+        src.into_dimensionality::<Ix2>(),
+    ) else {
+        return;
+    };
     if par {
         dst.axis_chunks_iter_mut(Axis(0), TILE)
             .into_par_iter()
             .zip(src.axis_chunks_iter(Axis(0), TILE).into_par_iter())
-            .for_each(|(d, s)| tiled(d, s, false));
-        return;
+            .for_each(|(d, s)| tiles(d, s));
+    } else {
+        tiles(dst, src);
     }
-    let (r_n, c_n) = (dst.len_of(Axis(0)), dst.len_of(Axis(1)));
+}
+
+/// The tile loop of [`tiled`] on one plane (or band of rows).
+fn tiles<T: Copy>(mut dst: ArrayViewMut<'_, T, Ix2>, src: ArrayView<'_, T, Ix2>) {
+    let (r_n, c_n) = dst.dim();
     for r0 in (0..r_n).step_by(TILE) {
-        let rows = Slice::from(r0..(r0 + TILE).min(r_n));
         for c0 in (0..c_n).step_by(TILE) {
-            let cols = Slice::from(c0..(c0 + TILE).min(c_n));
-            let s = src.slice_each_axis(|ax| if ax.axis.index() == 0 { rows } else { cols });
-            let mut d =
-                dst.slice_each_axis_mut(|ax| if ax.axis.index() == 0 { rows } else { cols });
-            for (mut dr, sr) in d.outer_iter_mut().zip(s.outer_iter()) {
-                for (o, &x) in dr.iter_mut().zip(sr.iter()) {
-                    *o = x;
+            for r in r0..(r0 + TILE).min(r_n) {
+                for c in c0..(c0 + TILE).min(c_n) {
+                    dst[[r, c]] = src[[r, c]];
                 }
             }
         }
