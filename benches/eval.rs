@@ -6,7 +6,7 @@
 //! `tools/bench_vs_xla.sh` runs both and prints the ratios.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use hlosim::eval::{Evaluator, Value};
+use hlosim::eval::{EvalOptions, Evaluator, Value};
 use hlosim::hlo::{parse_module, ArrayData, ArrayLiteral, Module, Shape};
 use std::path::Path;
 
@@ -57,15 +57,22 @@ fn arguments(m: &Module) -> Result<Vec<Value>, String> {
         .collect()
 }
 
-/// Benches one module end to end (evaluator construction, all instructions, result).
+/// Benches one module end to end (evaluator construction, all instructions, result) with
+/// XLA:CPU's default options.
 fn bench_module(c: &mut Criterion, name: &str, text: &str, samples: usize) {
+    bench_with(c, name, text, samples, EvalOptions::default());
+}
+
+/// [`bench_module`] with the given options (an `_unfused` twin is the same-process baseline
+/// of fused evaluation).
+fn bench_with(c: &mut Criterion, name: &str, text: &str, samples: usize, options: EvalOptions) {
     let m = parse_module(text).unwrap_or_else(|e| panic!("{name}: {e}"));
     let args = arguments(&m).unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut g = c.benchmark_group("eval");
     g.sample_size(samples);
     g.bench_function(name, |b| {
         b.iter(|| {
-            Evaluator::new(&m)
+            Evaluator::with_options(&m, options)
                 .run(args.clone())
                 .unwrap_or_else(|e| panic!("{name}: {e}"))
         })
@@ -76,6 +83,15 @@ fn bench_module(c: &mut Criterion, name: &str, text: &str, samples: usize) {
 fn elementwise(c: &mut Criterion) {
     let t = module_text("models/hlo/bench_elementwise_16m.hlo");
     bench_module(c, "elementwise_chain_16m_f32", &t, 10);
+    bench_with(c, "elementwise_chain_16m_f32_unfused", &t, 10, unfused());
+}
+
+/// XLA:CPU's default options without fusion.
+fn unfused() -> EvalOptions {
+    EvalOptions {
+        fusion: false,
+        ..EvalOptions::default()
+    }
 }
 
 fn reduce(c: &mut Criterion) {
@@ -91,6 +107,7 @@ fn dot(c: &mut Criterion) {
 fn bert(c: &mut Criterion) {
     let t = module_text("../shared/corpus/real/wenboqian__bert_single_device_training_fwd_bwd.hlo");
     bench_module(c, "bert_fwd_bwd_corpus", &t, 10);
+    bench_with(c, "bert_fwd_bwd_corpus_unfused", &t, 10, unfused());
 }
 
 criterion_group!(benches, elementwise, reduce, dot, bert);

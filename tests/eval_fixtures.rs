@@ -27,7 +27,7 @@
 //! Environment: `HLOSIM_FIXTURES=DIR` reads fixtures from another directory (local work
 //! only). A failing fixture reports its stage, output and worst element.
 
-use hlosim::eval::{Evaluator, Value};
+use hlosim::eval::{EvalOptions, Evaluator, Value};
 use hlosim::hlo::{
     parse_module, print_module, verify_module, ArrayData, ArrayLiteral, CompId, ElementType,
     InstrId, Module, Opcode,
@@ -574,6 +574,71 @@ fn fixture_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// The fixture's outputs evaluated unfused and fused (tiles of 3 elements, so every array of
+/// three or more elements is fused and most tiles are partial), on pools of 1 and 2
+/// threads: all three must be the same bits. Returns the fused groups run.
+fn fused_matches_unfused(dir: &Path) -> Result<u64, String> {
+    let text = std::fs::read_to_string(dir.join("module.hlo"))
+        .map_err(|e| format!("read module.hlo: {e}"))?;
+    let m = parse_module(&text).map_err(|e| format!("parse: {e}"))?;
+    let args_path = dir.join("args.npz");
+    let src = if args_path.exists() {
+        ArgSource::Npz(args_path)
+    } else {
+        ArgSource::None
+    };
+    let args = read_args(&m, &src).map_err(|e| format!("arguments: {e}"))?;
+    let run = |fusion: bool, threads: usize| -> Result<(Vec<ArrayLiteral>, u64), String> {
+        let options = EvalOptions {
+            fusion,
+            fusion_tile: 3,
+            ..EvalOptions::default()
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| e.to_string())?;
+        pool.install(|| {
+            let mut ev = Evaluator::with_options(&m, options);
+            let r = ev
+                .run(args.iter().cloned().map(Value::array).collect())
+                .map_err(|e| format!("evaluation (fusion {fusion}, {threads} threads): {e}"))?;
+            let leaves = r.leaves().iter().map(|a| (**a).clone()).collect();
+            Ok((leaves, ev.stats().fused_groups))
+        })
+    };
+    let (plain, none) = run(false, 2)?;
+    if none != 0 {
+        return Err(format!("{none} groups fused with fusion off"));
+    }
+    let (one, groups) = run(true, 1)?;
+    let (two, _) = run(true, 2)?;
+    for (k, ((p, a), b)) in plain.iter().zip(&one).zip(&two).enumerate() {
+        if !(p.data.bits_eq(&a.data) && p.shape == a.shape) {
+            return Err(format!("out{k}: fused on 1 thread differs from unfused"));
+        }
+        if !(p.data.bits_eq(&b.data) && p.shape == b.shape) {
+            return Err(format!("out{k}: fused on 2 threads differs from unfused"));
+        }
+    }
+    if plain.len() != one.len() || plain.len() != two.len() {
+        return Err("fused and unfused runs give different numbers of outputs".into());
+    }
+    Ok(groups)
+}
+
+/// Fixtures whose modules must contain fused groups: if none fuses, the bit-identity trials
+/// above test nothing. Chosen by reading the modules: each has a run of two or more
+/// elementwise instructions on arrays of three or more elements.
+const MUST_FUSE: &[&str] = &[
+    "binary_f32_arith",
+    "binary_bf16_arith",
+    "clamp_scalar_bounds",
+    "compare_f32_directions",
+    "convert_from_f32",
+    "pred_logic",
+];
+
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let mut trials: Vec<Trial> = fixture_dirs()
@@ -583,6 +648,18 @@ fn main() -> ExitCode {
             Trial::test(name, move || check_fixture(&d))
         })
         .collect();
+    for d in fixture_dirs() {
+        let name = d.file_name().unwrap().to_string_lossy().to_string();
+        let must = MUST_FUSE.contains(&name.as_str());
+        trials.push(Trial::test(
+            format!("fused::{name}"),
+            move || match fused_matches_unfused(&d) {
+                Ok(0) if must => Err("no group was fused".into()),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.into()),
+            },
+        ));
+    }
     trials.extend(collectives::trials());
     libtest_mimic::run(&args, trials).exit_code()
 }

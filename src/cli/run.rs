@@ -101,6 +101,11 @@ pub struct Args {
     /// backend contracts them.
     #[arg(long)]
     pub no_fma_contraction: bool,
+    /// Reference mode: evaluate every instruction on its own, with a whole buffer per
+    /// result. By default runs of elementwise instructions are evaluated fused, tile by tile
+    /// (same bits, less memory traffic).
+    #[arg(long)]
+    pub no_fusion: bool,
 }
 
 /// How activation table sets are chosen in device mode.
@@ -285,6 +290,8 @@ fn eval_options(a: &Args) -> EvalOptions {
     EvalOptions {
         excess_precision: !a.no_excess_precision,
         fma_contraction: !a.no_fma_contraction,
+        fusion: !a.no_fusion,
+        ..EvalOptions::default()
     }
 }
 

@@ -14,6 +14,7 @@ pub mod dot;
 pub mod elementwise;
 pub mod excess_precision;
 pub mod fma;
+pub mod fusion;
 pub mod gather_scatter;
 pub mod memory;
 pub mod options;
@@ -22,10 +23,12 @@ pub mod replicas;
 pub mod rng;
 pub mod shape_ops;
 pub mod sort;
+pub mod stats;
 pub mod util;
 
 pub use options::EvalOptions;
 pub use replicas::{run_on_devices, Replica};
+pub use stats::EvalStats;
 
 use crate::hlo::{
     ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode, Shape,
@@ -197,16 +200,29 @@ pub trait Hooks {
     /// Sees every value computed in the entry computation, in execution order (used for
     /// divergence attribution and cost accounting).
     fn observe(&mut self, _module: &Module, _comp: CompId, _id: InstrId, _value: &Value) {}
+
+    /// Whether these hooks can do without seeing every instruction: fused elementwise
+    /// groups ([`fusion`]) compute their intermediates per tile, so those instructions are
+    /// never intercepted, cast or observed. Hooks that override any method above must
+    /// leave this `false`.
+    fn allows_fusion(&self) -> bool {
+        false
+    }
 }
 
 /// Hooks that do nothing: pure reference semantics.
 pub struct NoHooks;
-impl Hooks for NoHooks {}
+impl Hooks for NoHooks {
+    fn allows_fusion(&self) -> bool {
+        true
+    }
+}
 
 /// Per-computation execution plan, computed once and reused by every call (reducers and
 /// comparators are called many times).
 struct Plan {
-    order: Vec<InstrId>,
+    /// The instructions in execution order, single or fused ([`fusion::steps`]).
+    steps: Vec<fusion::Step>,
     /// How many times each instruction is used as an operand; a value is dropped when its
     /// count reaches zero.
     uses: Vec<u32>,
@@ -241,6 +257,8 @@ pub struct Evaluator<'m> {
     replica: Replica,
     /// Collectives this device has run so far (matches rendezvous between devices).
     collectives_run: u64,
+    /// What the runs so far did.
+    stats: EvalStats,
 }
 
 impl<'m> Evaluator<'m> {
@@ -268,6 +286,7 @@ impl<'m> Evaluator<'m> {
             options: EvalOptions::as_written(),
             replica: Replica::single(),
             collectives_run: 0,
+            stats: EvalStats::default(),
         }
     }
 
@@ -292,6 +311,11 @@ impl<'m> Evaluator<'m> {
     /// The options in effect.
     pub fn options(&self) -> EvalOptions {
         self.options
+    }
+
+    /// What the runs so far did (fused groups, ...).
+    pub fn stats(&self) -> &EvalStats {
+        &self.stats
     }
 
     /// Takes the hooks back (e.g. to read what a device model recorded).
@@ -373,8 +397,29 @@ impl<'m> Evaluator<'m> {
             .into_iter()
             .map(|p| p.unwrap_or(InstrId(u32::MAX)))
             .collect();
+        let steps = if self.options.fusion && self.hooks.allows_fusion() {
+            // Every value each instruction reads, and the instructions a numerics rule ties
+            // to others (kept out of groups).
+            let mut reads: Vec<Vec<InstrId>> = comp
+                .instructions
+                .iter()
+                .map(|i| i.operands.clone())
+                .collect();
+            let mut excluded = vec![false; comp.instructions.len()];
+            for (i, r) in reads.iter_mut().enumerate() {
+                let x = widened[i].into_iter().chain(fma[i].map(|k| k.source()));
+                for x in x {
+                    excluded[i] = true;
+                    excluded[x.index()] = true;
+                    r.extend(comp.instr(x).operands.iter().copied());
+                }
+            }
+            fusion::steps(comp, &order, &reads, &excluded, self.options.fusion_tile)
+        } else {
+            order.iter().map(|&id| fusion::Step::One(id)).collect()
+        };
         let plan = Arc::new(Plan {
-            order,
+            steps,
             uses,
             params,
             widened,
@@ -423,117 +468,196 @@ impl<'m> Evaluator<'m> {
                 args.len()
             ));
         }
-        let mut slots: Vec<Option<Value>> = vec![None; comp.instructions.len()];
-        let mut remaining = plan.uses.clone();
+        let budget = self.replica.budget.clone();
+        let mut frame = Frame {
+            slots: vec![None; comp.instructions.len()],
+            remaining: plan.uses.clone(),
+            // Bytes this frame holds against the memory budget, per instruction (returned
+            // when the value is dropped, and all of them when the frame ends, also on an
+            // error).
+            held: Charges {
+                budget: &budget,
+                bytes: vec![0u64; comp.instructions.len()],
+            },
+        };
         for (p, a) in plan.params.iter().zip(args) {
             if p.0 != u32::MAX {
-                slots[p.index()] = Some(a);
+                frame.slots[p.index()] = Some(a);
             }
         }
-        let is_entry = c == module.entry;
-        // Bytes this frame holds against the memory budget, per instruction (returned when
-        // the value is dropped, and all of them when the frame ends, also on an error).
-        let budget = self.replica.budget.clone();
-        let mut held = Charges {
-            budget: &budget,
-            bytes: vec![0u64; comp.instructions.len()],
-        };
-        for &id in &plan.order {
-            let ins = comp.instr(id);
-            let value = if ins.opcode == Opcode::Parameter {
-                slots[id.index()]
-                    .take()
-                    .ok_or_else(|| EvalError::new("parameter has no argument").at(comp, ins))?
-            } else {
-                let ops: Vec<&Value> = ins
-                    .operands
-                    .iter()
-                    .map(|o| {
-                        slots[o.index()]
-                            .as_ref()
-                            .expect("operand evaluated before use (post order)")
-                    })
-                    .collect();
-                let cast = self.hooks.cast_operands(module, c, id, &ops);
-                let ops: Vec<&Value> = match &cast {
-                    Some(v) => v.iter().collect(),
-                    None => ops,
-                };
-                let root_here = if id == comp.root {
-                    root_mode
-                } else {
-                    RootMode::Value
-                };
-                if memory::allocates(ins.opcode) {
-                    let bytes = memory::shape_bytes(&ins.shape);
-                    budget
-                        .reserve(bytes, || {
-                            format!("instruction '{}' ({} {})", ins.name, ins.opcode, ins.shape)
-                        })
-                        .map_err(|e| e.at(comp, ins))?;
-                    held.bytes[id.index()] = bytes;
-                }
-                let r = match (
-                    self.hooks.intercept(module, c, id, &ops),
-                    plan.widened[id.index()],
-                ) {
-                    (Some(r), _) => r,
-                    (None, None) => match (root_here, plan.fma[id.index()]) {
-                        (RootMode::Operands, _) => {
-                            Ok(Value::Tuple(ops.iter().map(|v| (*v).clone()).collect()))
+        for step in &plan.steps {
+            match step {
+                fusion::Step::One(id) => self.run_one(c, &plan, &mut frame, *id, root_mode)?,
+                fusion::Step::Group(g) => {
+                    // A root read in a special mode, or a failing group, runs unfused (the
+                    // latter so the error names the instruction as written).
+                    let special_root =
+                        !matches!(root_mode, RootMode::Value) && g.members.contains(&comp.root);
+                    let fused = if special_root {
+                        None
+                    } else {
+                        self.run_fused(c, &mut frame, g).ok()
+                    };
+                    if fused.is_none() {
+                        for &id in &g.members {
+                            self.run_one(c, &plan, &mut frame, id, root_mode)?;
                         }
-                        (RootMode::Widened(shape), _) => {
-                            excess_precision::eval_widened(self, comp, shape, ins, &ops)
-                        }
-                        (RootMode::Value, None) => dispatch(self, comp, ins, &ops),
-                        (RootMode::Value, Some(k)) => {
-                            let src = comp.instr(k.source());
-                            let sops: Vec<Value> = src
-                                .operands
-                                .iter()
-                                .map(|o| slots[o.index()].clone().expect("kept alive for fma"))
-                                .collect();
-                            fma::eval_contracted(self, ins, k, src, sops, ops[1 - k.slot])
-                        }
-                    },
-                    (None, Some(x)) => {
-                        let x = comp.instr(x);
-                        let xops: Vec<&Value> = x
-                            .operands
-                            .iter()
-                            .map(|o| slots[o.index()].as_ref().expect("kept alive for widening"))
-                            .collect();
-                        excess_precision::eval_widened(self, comp, &ins.shape, x, &xops)
                     }
-                };
-                let r = r.map_err(|e| e.at(comp, ins))?;
-                self.hooks.cast_result(module, c, id, r)
-            };
-            if is_entry {
-                self.hooks.observe(module, c, id, &value);
-            }
-            slots[id.index()] = Some(value);
-            let widened_ops = plan.widened[id.index()].map(|x| comp.instr(x).operands.as_slice());
-            let fma_ops = plan.fma[id.index()].map(|k| comp.instr(k.source()).operands.as_slice());
-            let extra_ops = widened_ops
-                .unwrap_or(&[])
-                .iter()
-                .chain(fma_ops.unwrap_or(&[]));
-            for o in ins.operands.iter().chain(extra_ops) {
-                let r = &mut remaining[o.index()];
-                *r -= 1;
-                if *r == 0 {
-                    slots[o.index()] = None;
-                    budget.release(std::mem::take(&mut held.bytes[o.index()]));
                 }
             }
         }
-        slots[comp.root.index()].take().ok_or_else(|| {
+        frame.slots[comp.root.index()].take().ok_or_else(|| {
             EvalError::new(format!(
                 "computation '{}' produced no root value",
                 comp.name
             ))
         })
+    }
+
+    /// Runs a fused group: reserves its outputs against the budget, evaluates it, stores the
+    /// outputs and releases what its members read for the last time.
+    fn run_fused(
+        &mut self,
+        c: CompId,
+        frame: &mut Frame,
+        g: &fusion::Group,
+    ) -> Result<(), EvalError> {
+        let module = self.module;
+        let comp = module.comp(c);
+        let mut reserved = Vec::new();
+        for &o in &g.outputs {
+            let ins = comp.instr(o);
+            let bytes = memory::shape_bytes(&ins.shape);
+            if let Err(e) = frame.held.budget.reserve(bytes, || {
+                format!("instruction '{}' ({} {})", ins.name, ins.opcode, ins.shape)
+            }) {
+                reserved.iter().for_each(|&b| frame.held.budget.release(b));
+                return Err(e);
+            }
+            reserved.push(bytes);
+        }
+        let values = match fusion::run_group(comp, g, &frame.slots, self.options.fusion_tile) {
+            Ok(v) => v,
+            Err(e) => {
+                reserved.iter().for_each(|&b| frame.held.budget.release(b));
+                return Err(e);
+            }
+        };
+        for ((&o, v), bytes) in g.outputs.iter().zip(values).zip(reserved) {
+            if c == module.entry {
+                self.hooks.observe(module, c, o, &v);
+            }
+            frame.slots[o.index()] = Some(v);
+            frame.held.bytes[o.index()] = bytes;
+        }
+        for &m in &g.members {
+            for o in &comp.instr(m).operands {
+                frame.release_use(*o);
+            }
+        }
+        self.stats.fused_groups += 1;
+        self.stats.fused_instructions += g.members.len() as u64;
+        Ok(())
+    }
+
+    /// Runs one instruction of a frame: evaluates it (through the hooks and the numerics
+    /// rules of the plan), stores its value and releases what it read for the last time.
+    fn run_one(
+        &mut self,
+        c: CompId,
+        plan: &Plan,
+        frame: &mut Frame,
+        id: InstrId,
+        root_mode: RootMode,
+    ) -> Result<(), EvalError> {
+        let module = self.module;
+        let comp = module.comp(c);
+        let budget = frame.held.budget;
+        let slots = &mut frame.slots;
+        let ins = comp.instr(id);
+        let value = if ins.opcode == Opcode::Parameter {
+            slots[id.index()]
+                .take()
+                .ok_or_else(|| EvalError::new("parameter has no argument").at(comp, ins))?
+        } else {
+            let ops: Vec<&Value> = ins
+                .operands
+                .iter()
+                .map(|o| {
+                    slots[o.index()]
+                        .as_ref()
+                        .expect("operand evaluated before use (post order)")
+                })
+                .collect();
+            let cast = self.hooks.cast_operands(module, c, id, &ops);
+            let ops: Vec<&Value> = match &cast {
+                Some(v) => v.iter().collect(),
+                None => ops,
+            };
+            let root_here = if id == comp.root {
+                root_mode
+            } else {
+                RootMode::Value
+            };
+            if memory::allocates(ins.opcode) {
+                let bytes = memory::shape_bytes(&ins.shape);
+                budget
+                    .reserve(bytes, || {
+                        format!("instruction '{}' ({} {})", ins.name, ins.opcode, ins.shape)
+                    })
+                    .map_err(|e| e.at(comp, ins))?;
+                frame.held.bytes[id.index()] = bytes;
+            }
+            let r = match (
+                self.hooks.intercept(module, c, id, &ops),
+                plan.widened[id.index()],
+            ) {
+                (Some(r), _) => r,
+                (None, None) => match (root_here, plan.fma[id.index()]) {
+                    (RootMode::Operands, _) => {
+                        Ok(Value::Tuple(ops.iter().map(|v| (*v).clone()).collect()))
+                    }
+                    (RootMode::Widened(shape), _) => {
+                        excess_precision::eval_widened(self, comp, shape, ins, &ops)
+                    }
+                    (RootMode::Value, None) => dispatch(self, comp, ins, &ops),
+                    (RootMode::Value, Some(k)) => {
+                        let src = comp.instr(k.source());
+                        let sops: Vec<Value> = src
+                            .operands
+                            .iter()
+                            .map(|o| slots[o.index()].clone().expect("kept alive for fma"))
+                            .collect();
+                        fma::eval_contracted(self, ins, k, src, sops, ops[1 - k.slot])
+                    }
+                },
+                (None, Some(x)) => {
+                    let x = comp.instr(x);
+                    let xops: Vec<&Value> = x
+                        .operands
+                        .iter()
+                        .map(|o| slots[o.index()].as_ref().expect("kept alive for widening"))
+                        .collect();
+                    excess_precision::eval_widened(self, comp, &ins.shape, x, &xops)
+                }
+            };
+            let r = r.map_err(|e| e.at(comp, ins))?;
+            self.hooks.cast_result(module, c, id, r)
+        };
+        if c == module.entry {
+            self.hooks.observe(module, c, id, &value);
+        }
+        frame.slots[id.index()] = Some(value);
+        let widened_ops = plan.widened[id.index()].map(|x| comp.instr(x).operands.as_slice());
+        let fma_ops = plan.fma[id.index()].map(|k| comp.instr(k.source()).operands.as_slice());
+        let extra_ops = widened_ops
+            .unwrap_or(&[])
+            .iter()
+            .chain(fma_ops.unwrap_or(&[]));
+        for o in ins.operands.iter().chain(extra_ops) {
+            frame.release_use(*o);
+        }
+        Ok(())
     }
 
     /// If `c` is `root = op(parameter(0), parameter(1))` on scalars, the opcode (and whether
@@ -574,6 +698,29 @@ const STACK_SEGMENT: usize = 16 << 20;
 struct Charges<'b> {
     budget: &'b memory::MemoryBudget,
     bytes: Vec<u64>,
+}
+
+/// The values of one running computation: a slot per instruction, the uses each value
+/// has left, and what the frame holds against the memory budget.
+struct Frame<'b> {
+    slots: Vec<Option<Value>>,
+    remaining: Vec<u32>,
+    held: Charges<'b>,
+}
+
+impl Frame<'_> {
+    /// Counts one use of `o`'s value; at its last use the value is dropped and its bytes
+    /// returned to the budget.
+    fn release_use(&mut self, o: InstrId) {
+        let r = &mut self.remaining[o.index()];
+        *r -= 1;
+        if *r == 0 {
+            self.slots[o.index()] = None;
+            self.held
+                .budget
+                .release(std::mem::take(&mut self.held.bytes[o.index()]));
+        }
+    }
 }
 
 impl Drop for Charges<'_> {

@@ -16,6 +16,11 @@ pub struct EvalOptions {
     /// rounding (see [`super::fma`]). When false, the multiply and the add round separately,
     /// as the HLO is written.
     pub fma_contraction: bool,
+    /// Evaluate runs of elementwise instructions fused, tile by tile (see
+    /// [`super::fusion`]). Changes speed and memory, never results.
+    pub fusion: bool,
+    /// Elements per fused tile, and the smallest element count that is fused.
+    pub fusion_tile: usize,
 }
 
 impl Default for EvalOptions {
@@ -24,6 +29,8 @@ impl Default for EvalOptions {
         EvalOptions {
             excess_precision: true,
             fma_contraction: true,
+            fusion: true,
+            fusion_tile: super::fusion::DEFAULT_TILE,
         }
     }
 }
@@ -35,6 +42,7 @@ impl EvalOptions {
         EvalOptions {
             excess_precision: false,
             fma_contraction: false,
+            ..Self::default()
         }
     }
 }
