@@ -3,6 +3,7 @@
 //! the evaluator so the device model and the lookup-table tools can use the same references.
 
 pub mod activations;
+pub mod exp_f32;
 pub mod f64_buffer;
 pub mod narrow;
 pub mod rounding;

@@ -51,6 +51,23 @@ where
     })
 }
 
+/// [`float_map`] for a function with its own f32 implementation `f32f` (vectorisable, see
+/// `crate::math::exp_f32`): f32, bf16 and f16 use it, f64 and the 8-bit formats use `f`.
+/// Flushing as [`float_map`].
+fn float_map_f32<F, G>(data: &ArrayData, ty: ElementType, f: F, f32f: G) -> Option<ArrayData>
+where
+    F: Fn(f64) -> f64 + Sync + Send,
+    G: Fn(f32) -> f32 + Sync + Send,
+{
+    use ArrayData as D;
+    Some(match data {
+        D::F32(v) => D::F32(map1(v, |x| daz32(f32f(daz32(x))))),
+        D::BF16(v) => D::BF16(map1(v, |x| bf16::from_f32(daz32(f32f(daz32(x.to_f32())))))),
+        D::F16(v) => D::F16(map1(v, |x| f16::from_f32(f32f(x.to_f32())))),
+        _ => return float_map(data, ty, f),
+    })
+}
+
 /// Sign-bit operations (abs, negate): XLA:CPU does them on the bits, so subnormals survive.
 fn float_bits_map<F>(data: &ArrayData, ty: ElementType, f: F) -> Option<ArrayData>
 where
@@ -173,7 +190,8 @@ pub(crate) fn unary_data(
         O::Sqrt => fl(f64::sqrt).or_else(|| complex_map(data, |z| z.sqrt())),
         O::Rsqrt => fl(|x| 1.0 / x.sqrt()).or_else(|| complex_map(data, |z| z.sqrt().inv())),
         O::Cbrt => float_map_flush(data, ty, (true, true), libm::cbrt),
-        O::Exp => fl(f64::exp).or_else(|| complex_map(data, |z| z.exp())),
+        O::Exp => float_map_f32(data, ty, f64::exp, crate::math::exp_f32::exp_f32)
+            .or_else(|| complex_map(data, |z| z.exp())),
         O::Expm1 => float_map_flush(data, ty, (false, false), f64::exp_m1)
             .or_else(|| complex_map(data, complex_expm1)),
         O::Log => fl(f64::ln).or_else(|| complex_map(data, |z| z.ln())),
