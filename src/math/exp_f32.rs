@@ -12,9 +12,9 @@
 /// 1.5 · 2^52: adding it to |t| < 2^51 rounds t to an integer held in the low mantissa bits.
 const ROUND: f64 = 6_755_399_441_055_744.0;
 const LOG2_E: f64 = std::f64::consts::LOG2_E;
-/// ln 2 split in two so that k·LN2_HI is exact for |k| < 2^20.
-const LN2_HI: f64 = 0.693_147_180_369_123_816_490_00;
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+/// ln 2 split in two so that k·LN2_HI is exact for |k| < 2^20 (fdlibm's ln2_hi, ln2_lo).
+const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
+const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
 /// 1/n! for n = 2..=12 (Horner from the top).
 const INV_FACT: [f64; 11] = [
     1.0 / 2.0,
