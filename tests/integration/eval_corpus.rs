@@ -6,7 +6,7 @@
 //! tests/fixtures/corpus/README.md (splitmix64 over the flat index), bit for bit.
 
 use crate::common::corpus::{compare_leaves, generate, Tolerance};
-use hlosim::eval::{Evaluator, Value};
+use hlosim::eval::{EvalOptions, Evaluator, Value};
 use hlosim::hlo::parse_module;
 use hlosim::io::npz::read_npz;
 use std::path::Path;
@@ -85,4 +85,58 @@ fn gpt2_layer_matches_xla() {
 #[test]
 fn llama_tp1_golden_matches_xla() {
     check("wenboqian__llama_tp1_golden_result_0", Tolerance::ByType);
+}
+
+/// Fused and unfused evaluation give the same bits on every corpus module with fixtures
+/// (tiles of 64 elements, so every elementwise run over 64 or more elements fuses), and
+/// groups were fused at all.
+#[test]
+fn fused_and_unfused_agree_on_the_corpus() {
+    let fixtures = Path::new(ROOT).join("tests/fixtures/corpus");
+    let mut stems: Vec<String> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("args.json").exists())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    stems.sort();
+    assert!(stems.len() >= 5, "corpus fixtures: {stems:?}");
+    let mut groups = 0;
+    for stem in &stems {
+        let text = std::fs::read_to_string(
+            Path::new(ROOT)
+                .join("../shared/corpus/real")
+                .join(format!("{stem}.hlo")),
+        )
+        .unwrap();
+        let m = parse_module(&text).unwrap();
+        let specs: Vec<serde_json::Value> = serde_json::from_str(
+            &std::fs::read_to_string(fixtures.join(stem).join("args.json")).unwrap(),
+        )
+        .unwrap();
+        let args: Vec<Value> = specs.iter().map(generate).collect();
+        let run = |fusion: bool| {
+            let options = EvalOptions {
+                fusion,
+                fusion_tile: 64,
+                ..EvalOptions::default()
+            };
+            let mut ev = Evaluator::with_options(&m, options);
+            let r = ev
+                .run(args.clone())
+                .unwrap_or_else(|e| panic!("{stem} (fusion {fusion}): {e}"));
+            (r.leaves(), ev.stats().fused_groups)
+        };
+        let (plain, _) = run(false);
+        let (fused, g) = run(true);
+        groups += g;
+        assert_eq!(plain.len(), fused.len(), "{stem}");
+        for (k, (p, f)) in plain.iter().zip(&fused).enumerate() {
+            assert!(
+                p.shape == f.shape && p.data.bits_eq(&f.data),
+                "{stem}: out{k} differs between fused and unfused evaluation"
+            );
+        }
+    }
+    assert!(groups > 0, "no corpus module fused a group");
 }
