@@ -224,9 +224,10 @@ pub(crate) fn run_group(
             })
             .collect()
     };
-    let full = as_tile(tile.min(len))?;
+    let full_len = tile.min(len);
+    let full = as_tile(full_len)?;
     let last = as_tile(match len % tile {
-        0 => tile.min(len),
+        0 => full_len,
         r => r,
     })?;
     let out_at: Vec<Option<usize>> = group
@@ -259,11 +260,7 @@ pub(crate) fn run_group(
     let run_tile = |(t, mut outs): (usize, Vec<TileMut>)| -> Result<(), EvalError> {
         let lo = t * tile;
         let hi = (lo + tile).min(len);
-        let shapes = if hi - lo == full.first().map_or(0, tile_len) {
-            &full
-        } else {
-            &last
-        };
+        let shapes = if hi - lo == full_len { &full } else { &last };
         let pieces: Vec<Value> = inputs
             .iter()
             .map(|a| {
@@ -303,14 +300,6 @@ pub(crate) fn run_group(
         .into_iter()
         .map(|(shape, data)| Value::array(ArrayLiteral { shape, data }))
         .collect())
-}
-
-/// The length of a tile instruction (its one dimension).
-fn tile_len(ins: &Instruction) -> usize {
-    ins.shape
-        .as_array()
-        .and_then(|s| s.dims.first())
-        .map_or(0, |&d| d as usize)
 }
 
 macro_rules! tile_mut {

@@ -583,16 +583,21 @@ mod tests {
     use crate::eval::{Evaluator, Value};
     use crate::hlo::{parse_module, ArrayData, ArrayLiteral, ArrayShape, ElementType};
 
-    /// Runs a one-instruction module whose parameters are f32 arrays holding 0, 1, 2, …
-    /// (and any s32 parameters the given scalars), returning the f32 result.
-    fn run(params: &[&str], root: &str, ints: &[i32]) -> Vec<f32> {
+    /// A one-instruction module: parameters `p0..` of the given shapes, root `r`.
+    fn module(params: &[&str], root: &str) -> crate::hlo::Module {
         let decl: String = params
             .iter()
             .enumerate()
             .map(|(i, p)| format!("  p{i} = {p} parameter({i})\n"))
             .collect();
         let text = format!("HloModule t\n\nENTRY main {{\n{decl}  ROOT r = {root}\n}}\n");
-        let m = parse_module(&text).expect("test module parses");
+        parse_module(&text).expect("test module parses")
+    }
+
+    /// Runs a one-instruction module whose parameters are f32 arrays holding 0, 1, 2, …
+    /// (and any s32 parameters the given scalars), returning the f32 result.
+    fn run(params: &[&str], root: &str, ints: &[i32]) -> Vec<f32> {
+        let m = module(params, root);
         let c = m.entry_computation();
         let mut ints = ints.iter();
         let args = c
@@ -618,15 +623,9 @@ mod tests {
         }
     }
 
-    /// The error a kernel gives for a module that should be rejected.
+    /// The error a kernel gives for a module that should be rejected (zero arguments).
     fn run_err(params: &[&str], root: &str) -> String {
-        let decl: String = params
-            .iter()
-            .enumerate()
-            .map(|(i, p)| format!("  p{i} = {p} parameter({i})\n"))
-            .collect();
-        let text = format!("HloModule t\n\nENTRY main {{\n{decl}  ROOT r = {root}\n}}\n");
-        let m = parse_module(&text).expect("test module parses");
+        let m = module(params, root);
         let c = m.entry_computation();
         let args = c
             .parameters()

@@ -7,13 +7,14 @@
 
 use crate::common::corpus::{compare_leaves, generate, Tolerance};
 use hlosim::eval::{EvalOptions, Evaluator, Value};
-use hlosim::hlo::parse_module;
+use hlosim::hlo::{parse_module, Module};
 use hlosim::io::npz::read_npz;
 use std::path::Path;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-fn check(stem: &str, tol: Tolerance) {
+/// A corpus module and its arguments, regenerated from its fixture's args.json.
+fn load(stem: &str) -> (Module, Vec<Value>) {
     let dir = Path::new(ROOT).join("tests/fixtures/corpus").join(stem);
     let text = std::fs::read_to_string(
         Path::new(ROOT)
@@ -24,10 +25,15 @@ fn check(stem: &str, tol: Tolerance) {
     let m = parse_module(&text).unwrap();
     let specs: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).unwrap()).unwrap();
-    let args: Vec<Value> = specs.iter().map(generate).collect();
+    (m, specs.iter().map(generate).collect())
+}
+
+fn check(stem: &str, tol: Tolerance) {
+    let (m, args) = load(stem);
     let result = Evaluator::new(&m)
         .run(args)
         .unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let dir = Path::new(ROOT).join("tests/fixtures/corpus").join(stem);
     let expected = read_npz(&dir.join("expected.npz")).unwrap();
     let bad = compare_leaves(stem, &result.leaves(), &expected, "", tol);
     assert!(bad.is_empty(), "{stem}:\n  {}", bad.join("\n  "));
@@ -103,18 +109,7 @@ fn fused_and_unfused_agree_on_the_corpus() {
     assert!(stems.len() >= 5, "corpus fixtures: {stems:?}");
     let mut groups = 0;
     for stem in &stems {
-        let text = std::fs::read_to_string(
-            Path::new(ROOT)
-                .join("../shared/corpus/real")
-                .join(format!("{stem}.hlo")),
-        )
-        .unwrap();
-        let m = parse_module(&text).unwrap();
-        let specs: Vec<serde_json::Value> = serde_json::from_str(
-            &std::fs::read_to_string(fixtures.join(stem).join("args.json")).unwrap(),
-        )
-        .unwrap();
-        let args: Vec<Value> = specs.iter().map(generate).collect();
+        let (m, args) = load(stem);
         let run = |fusion: bool| {
             let options = EvalOptions {
                 fusion,
