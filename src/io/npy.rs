@@ -11,7 +11,8 @@
 
 use super::raw;
 use super::IoError;
-use crate::hlo::{ArrayLiteral, ArrayShape, ElementType};
+use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
+use std::io::{Read, Write};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
@@ -215,31 +216,55 @@ fn parse_header(h: &[u8]) -> Result<Header, String> {
 
 /// Parses a whole `.npy` image. `what` names the source in error messages.
 pub fn decode(bytes: &[u8], what: &str) -> Result<(ArrayLiteral, NpyDtype), IoError> {
+    read_from(&mut &bytes[..], u64::MAX, what)
+}
+
+/// Reads a `.npy` image from a stream: the header first, then the payload straight into the
+/// array's typed buffer (one allocation of the final size, no byte copy in between), then a
+/// check that nothing follows. An image whose header promises more than `limit` bytes in all
+/// is refused before anything is allocated, and no more than `limit + 1` bytes are ever read,
+/// so a hostile (compressed) stream cannot make this expand. `what` names the source.
+pub fn read_from<R: Read>(
+    r: &mut R,
+    limit: u64,
+    what: &str,
+) -> Result<(ArrayLiteral, NpyDtype), IoError> {
     let fail = |m: String| IoError::new(format!("{what}: {m}"));
-    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+    let io_fail = |e: std::io::Error| fail(format!("cannot read: {e}"));
+    let mut prefix = [0u8; 12];
+    let got = fill(r, &mut prefix[..10]).map_err(io_fail)?;
+    if got < 10 || &prefix[..6] != MAGIC {
         return Err(fail(
             "not a .npy array (missing the \\x93NUMPY magic)".into(),
         ));
     }
-    let major = bytes[6];
-    let (hlen, hstart) = match major {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10usize),
+    let (hlen, hstart) = match prefix[6] {
+        1 => (u16::from_le_bytes([prefix[8], prefix[9]]) as u64, 10u64),
         2 | 3 => {
-            if bytes.len() < 12 {
+            if fill(r, &mut prefix[10..12]).map_err(io_fail)? < 2 {
                 return Err(fail("truncated header".into()));
             }
-            (
-                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-                12,
-            )
+            let n = u32::from_le_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]);
+            (n as u64, 12)
         }
         v => return Err(fail(format!("unsupported .npy format version {v}"))),
     };
-    let hend = hstart
-        .checked_add(hlen)
-        .filter(|&e| e <= bytes.len())
-        .ok_or_else(|| fail("truncated header".into()))?;
-    let h = parse_header(&bytes[hstart..hend]).map_err(fail)?;
+    let too_big = |n: u64| {
+        fail(format!(
+            "the image takes {n} bytes, more than the {limit} bytes allowed for it (the \
+             parameter's payload plus a .npy header)"
+        ))
+    };
+    if hstart + hlen > limit {
+        return Err(too_big(hstart + hlen));
+    }
+    // The header grows as it is read, so a forged length allocates nothing up front.
+    let mut header = Vec::new();
+    r.take(hlen).read_to_end(&mut header).map_err(io_fail)?;
+    if header.len() as u64 != hlen {
+        return Err(fail("truncated header".into()));
+    }
+    let h = parse_header(&header).map_err(fail)?;
     let count = h
         .shape
         .iter()
@@ -249,24 +274,137 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<(ArrayLiteral, NpyDtype), IoEr
     let nbytes = count
         .checked_mul(size)
         .ok_or_else(|| fail("the payload size overflows".into()))?;
-    let payload = &bytes[hend..];
-    if payload.len() != nbytes {
+    let total = (hstart + hlen).saturating_add(nbytes as u64);
+    if total > limit {
+        return Err(too_big(total));
+    }
+    let (mut data, got) = read_payload(r, h.dtype.ty, count).map_err(io_fail)?;
+    // Anything after the payload is an error too; count it (within the limit) for the message.
+    let extra = if got == nbytes {
+        let cap = limit.saturating_sub(total).saturating_add(1);
+        std::io::copy(&mut r.take(cap), &mut std::io::sink()).map_err(io_fail)?
+    } else {
+        0
+    };
+    if got != nbytes || extra != 0 {
         return Err(fail(format!(
-            "the header promises {count} elements of '{}' ({nbytes} bytes), the file holds {} bytes",
+            "the header promises {count} elements of '{}' ({nbytes} bytes), the file holds {} \
+             bytes",
             h.dtype.descr,
-            payload.len()
+            got as u64 + extra
         )));
     }
-    let owned;
-    let payload = if h.fortran && h.shape.len() > 1 {
-        owned = fortran_to_c(payload, &h.shape, size);
-        &owned[..]
-    } else {
-        payload
-    };
-    let data = raw::from_bytes(h.dtype.ty, payload, h.dtype.big_endian).map_err(fail)?;
+    if h.dtype.big_endian {
+        swap_bytes(&mut data);
+    }
+    if h.fortran && h.shape.len() > 1 {
+        let c = fortran_to_c(&raw::to_le_bytes(&data), &h.shape, size);
+        data = raw::from_bytes(h.dtype.ty, &c, false).map_err(fail)?;
+    }
     let shape = ArrayShape::new(h.dtype.ty, h.shape);
     Ok((ArrayLiteral { shape, data }, h.dtype))
+}
+
+/// Reads as much of `buf` as the stream holds; returns how many bytes were read.
+fn fill<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match r.read(&mut buf[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Reads `count` elements of `ty` (as they lie in memory on a little-endian machine) into a
+/// new typed buffer; returns it with how many payload bytes the stream held (up to the full
+/// size). The buffer is allocated zeroed, so its pages are touched once, by the read.
+fn read_payload<R: Read>(
+    r: &mut R,
+    ty: ElementType,
+    count: usize,
+) -> std::io::Result<(ArrayData, usize)> {
+    use ElementType as E;
+    macro_rules! typed {
+        ($variant:ident, $t:ty) => {{
+            let mut v = bytemuck::zeroed_vec::<$t>(count);
+            let got = fill(r, bytemuck::cast_slice_mut(&mut v))?;
+            (ArrayData::$variant(v), got)
+        }};
+    }
+    Ok(match ty {
+        E::Pred => {
+            // Any nonzero byte is true, so the bytes cannot be read into `bool`s directly.
+            let mut b = vec![0u8; count];
+            let got = fill(r, &mut b)?;
+            (
+                ArrayData::Pred(b.into_iter().map(|x| x != 0).collect()),
+                got,
+            )
+        }
+        E::S8 => typed!(S8, i8),
+        E::S16 => typed!(S16, i16),
+        E::S32 => typed!(S32, i32),
+        E::S64 => typed!(S64, i64),
+        E::U8 => typed!(U8, u8),
+        E::U16 => typed!(U16, u16),
+        E::U32 => typed!(U32, u32),
+        E::U64 => typed!(U64, u64),
+        E::F16 => typed!(F16, half::f16),
+        E::BF16 => typed!(BF16, half::bf16),
+        E::F32 => typed!(F32, f32),
+        E::F64 => typed!(F64, f64),
+        E::C64 => typed!(C64, num_complex::Complex<f32>),
+        E::C128 => typed!(C128, num_complex::Complex<f64>),
+        // parse_descr yields only the types above.
+        t => {
+            return Err(std::io::Error::other(format!(
+                "element type {t} is not read from .npy files"
+            )))
+        }
+    })
+}
+
+/// The bytes of a buffer exactly as `.npy` stores them (little-endian), borrowed where the
+/// buffer's memory already is that image (little-endian hosts; a `bool` is one byte 0 or 1),
+/// converted on big-endian hosts.
+fn payload_bytes(data: &ArrayData) -> std::borrow::Cow<'_, [u8]> {
+    use std::borrow::Cow;
+    if cfg!(target_endian = "big") {
+        return Cow::Owned(raw::to_le_bytes(data));
+    }
+    crate::with_array_data!(data, v => Cow::Borrowed(bytemuck::cast_slice(v)))
+}
+
+/// Reverses the bytes of every element (of each part, for complex numbers), in place.
+fn swap_bytes(data: &mut ArrayData) {
+    fn swap<T: bytemuck::Pod>(v: &mut [T], unit: usize) {
+        if unit > 1 {
+            for c in bytemuck::cast_slice_mut::<T, u8>(v).chunks_exact_mut(unit) {
+                c.reverse();
+            }
+        }
+    }
+    use ArrayData as D;
+    match data {
+        // One byte per element: nothing to swap.
+        D::Pred(_) | D::S8(_) | D::U8(_) | D::Bits8(_) => {}
+        D::S16(v) => swap(v, 2),
+        D::U16(v) => swap(v, 2),
+        D::F16(v) => swap(v, 2),
+        D::BF16(v) => swap(v, 2),
+        D::S32(v) => swap(v, 4),
+        D::U32(v) => swap(v, 4),
+        D::F32(v) => swap(v, 4),
+        D::S64(v) => swap(v, 8),
+        D::U64(v) => swap(v, 8),
+        D::F64(v) => swap(v, 8),
+        D::C64(v) => swap(v, 4),
+        D::C128(v) => swap(v, 8),
+    }
 }
 
 /// Reorders a column-major payload into row-major order, element by element.
@@ -294,8 +432,8 @@ fn fortran_to_c(src: &[u8], dims: &[i64], size: usize) -> Vec<u8> {
     out
 }
 
-/// Encodes an array as a version 1.0 `.npy` image (row-major, little-endian).
-pub fn encode(a: &ArrayLiteral) -> Vec<u8> {
+/// The version 1.0 `.npy` header (magic, version, length, padded dict) of an array.
+fn header_for(a: &ArrayLiteral) -> Vec<u8> {
     let shape = match a.shape.dims.as_slice() {
         [] => "()".to_string(),
         [d] => format!("({d},)"),
@@ -315,21 +453,39 @@ pub fn encode(a: &ArrayLiteral) -> Vec<u8> {
     let unpadded = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
     header.push('\n');
-    let payload = raw::to_le_bytes(&a.data);
-    let mut out = Vec::with_capacity(10 + header.len() + payload.len());
+    let mut out = Vec::with_capacity(10 + header.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&payload);
     out
 }
 
-/// Reads a `.npy` file.
+/// The size in bytes of an array's `.npy` image.
+pub fn encoded_len(a: &ArrayLiteral) -> u64 {
+    header_for(a).len() as u64 + (a.data.len() * a.shape.ty.byte_size()) as u64
+}
+
+/// Writes an array as a version 1.0 `.npy` image (row-major, little-endian): the header,
+/// then the payload in one write straight from the array's buffer.
+pub fn write_to<W: Write>(w: &mut W, a: &ArrayLiteral) -> std::io::Result<()> {
+    w.write_all(&header_for(a))?;
+    w.write_all(&payload_bytes(&a.data))
+}
+
+/// Encodes an array as a version 1.0 `.npy` image in memory.
+pub fn encode(a: &ArrayLiteral) -> Vec<u8> {
+    let mut out = Vec::with_capacity(encoded_len(a) as usize);
+    write_to(&mut out, a).expect("writing to a Vec cannot fail");
+    out
+}
+
+/// Reads a `.npy` file, streaming it into the array's buffer.
 pub fn read_file(path: &std::path::Path) -> Result<(ArrayLiteral, NpyDtype), IoError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| IoError::new(format!("cannot read {}: {e}", path.display())))?;
-    decode(&bytes, &path.display().to_string())
+    let shown = path.display().to_string();
+    let file =
+        std::fs::File::open(path).map_err(|e| IoError::new(format!("cannot read {shown}: {e}")))?;
+    read_from(&mut std::io::BufReader::new(file), u64::MAX, &shown)
 }
 
 /// A numpy-style description of an array for messages: `float32 (2, 3)`.

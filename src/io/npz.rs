@@ -6,7 +6,7 @@ use super::excerpt;
 use super::npy::{self, NpyDtype};
 use super::IoError;
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType, Module, Shape};
-use std::io::{Read, Seek, Write};
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 
 /// One array of an archive: its name (without `.npy`), the array, and the stored dtype.
@@ -36,46 +36,32 @@ fn open_archive(path: &Path) -> Result<Archive, IoError> {
 /// a parameter's payload when bounding what a member may unpack to.
 const NPY_HEADER_ALLOWANCE: u64 = 12 + 65_536;
 
-/// Reads one member, unpacking at most `limit` bytes: a member that declares or streams more
-/// fails at once, in constant memory beyond `limit` (a zip bomb never expands).
-fn read_member(zip: &mut Archive, shown: &str, name: &str, limit: u64) -> Result<Vec<u8>, IoError> {
+/// Reads one member as an array, unpacking at most `limit` bytes: a member that declares or
+/// streams more fails at once, before its buffer is allocated (a zip bomb never expands).
+/// The payload goes straight from the member's stream (stored or inflated once) into the
+/// array's final buffer. `what` names the array in messages.
+fn read_member(
+    zip: &mut Archive,
+    shown: &str,
+    name: &str,
+    limit: u64,
+    what: &str,
+) -> Result<(ArrayLiteral, NpyDtype), IoError> {
     let mut member = zip.by_name(name).map_err(|e| {
         IoError::new(format!(
             "{shown}: cannot open member '{}': {e}",
             excerpt(name)
         ))
     })?;
-    let too_big = |n: u64| {
-        IoError::new(format!(
-            "{shown}: member '{}' unpacks to {n} bytes, more than the {limit} bytes its \
-             parameter can hold (its payload plus a .npy header); refusing to unpack it",
-            excerpt(name)
-        ))
-    };
     if member.size() > limit {
-        return Err(too_big(member.size()));
-    }
-    // Never trust a declared size for an allocation beyond a modest start.
-    let mut bytes = Vec::with_capacity(member.size().min(1 << 24) as usize);
-    let read = (&mut member)
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| {
-            IoError::new(format!(
-                "{shown}: cannot read member '{}': {e}",
-                excerpt(name)
-            ))
-        })?;
-    if read as u64 > limit {
         return Err(IoError::new(format!(
-            "{shown}: member '{}' unpacks to more than the {limit} bytes its parameter can hold \
-             (its payload plus a .npy header), although it declares {} bytes; refusing to \
-             unpack it",
+            "{shown}: member '{}' unpacks to {} bytes, more than the {limit} bytes its \
+             parameter can hold (its payload plus a .npy header); refusing to unpack it",
             excerpt(name),
             member.size()
         )));
     }
-    Ok(bytes)
+    npy::read_from(&mut member, limit, what)
 }
 
 /// Reads every array of an `.npz` file, in archive order. No member may unpack to more than
@@ -93,8 +79,8 @@ pub fn read_npz_bounded(path: &Path, max_member_bytes: u64) -> Result<Vec<NpzEnt
                 excerpt(&name)
             )));
         };
-        let bytes = read_member(&mut zip, &shown, &name, max_member_bytes)?;
-        let (array, dtype) = npy::decode(&bytes, &format!("{shown}, array '{}'", excerpt(stem)))?;
+        let what = format!("{shown}, array '{}'", excerpt(stem));
+        let (array, dtype) = read_member(&mut zip, &shown, &name, max_member_bytes, &what)?;
         out.push(NpzEntry {
             name: stem.to_string(),
             array,
@@ -140,12 +126,12 @@ fn write_npz_to<W: Write + Seek>(
     let result = (|| -> zip::result::ZipResult<()> {
         let mut zip = zip::ZipWriter::new(&mut sink);
         for (name, a) in arrays {
-            let bytes = npy::encode(a);
             let opts = zip::write::SimpleFileOptions::default()
                 .compression_method(zip::CompressionMethod::Stored)
-                .large_file(bytes.len() as u64 >= u32::MAX as u64);
+                .large_file(npy::encoded_len(a) >= u32::MAX as u64);
             zip.start_file(format!("{name}.npy"), opts)?;
-            zip.write_all(&bytes)?;
+            // Straight from the array's buffer: no encoded copy of the payload.
+            npy::write_to(&mut zip, a)?;
         }
         zip.finish()?;
         Ok(())
@@ -326,9 +312,9 @@ pub fn read_args(m: &Module, src: &ArgSource) -> Result<Vec<ArrayLiteral>, IoErr
             }
             let mut given = Vec::with_capacity(params.len());
             for (j, name) in by_index.into_iter().flatten().enumerate() {
-                let bytes = read_member(&mut zip, &shown, &name, member_limit(&params[j].1))?;
                 let what = format!("{shown}, array 'arg{j}'");
-                let (a, d) = npy::decode(&bytes, &what)?;
+                let (a, d) =
+                    read_member(&mut zip, &shown, &name, member_limit(&params[j].1), &what)?;
                 given.push((what, a, d));
             }
             given
@@ -493,13 +479,9 @@ pub fn read_device_args(
             };
             let what = format!("{shown}, array '{stem}'");
             if !cache.contains_key(&stem) {
-                let bytes = read_member(
-                    &mut zip,
-                    &shown,
-                    &format!("{stem}.npy"),
-                    member_limit(pshape),
-                )?;
-                cache.insert(stem.clone(), npy::decode(&bytes, &what)?);
+                let member = format!("{stem}.npy");
+                let read = read_member(&mut zip, &shown, &member, member_limit(pshape), &what)?;
+                cache.insert(stem.clone(), read);
             }
             let (a, dtype) = &cache[&stem];
             given.push((what, a.clone(), dtype.clone()));

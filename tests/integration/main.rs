@@ -25,6 +25,7 @@ mod files_safety;
 mod front_end;
 mod limits;
 mod multi_device;
+mod npz_files;
 mod parser_robustness;
 mod pass_names;
 mod passes_corpus;
