@@ -48,6 +48,11 @@ pub struct Args {
     /// output's difference from CPU. Costs one extra replay per instruction.
     #[arg(long)]
     pub precision_report: bool,
+    /// After the report, print to stderr where each run's evaluator time went (own time per
+    /// op family, fused groups), bytes allocated and peak bytes live for values, wall time
+    /// and the process's peak resident memory.
+    #[arg(long)]
+    pub stats: bool,
     #[command(flatten)]
     pub auto_cast: super::autocast::AutoCastArgs,
     /// Print the report as JSON (schema in docs/diff.md).
@@ -118,6 +123,7 @@ the device run stopping); 2 usage or input errors, or a resource limit; 130 inte
 
 /// Runs `hlosim diff`: 0 when the report passes, 1 when not.
 pub fn run(a: Args) -> Result<Exit, String> {
+    let recorder = a.stats.then(super::stats::Recorder::start);
     let machine = Machine::resolve(&a.machine).map_err(|e| e.to_string())?;
     let mut tolerances = Tolerances::default();
     tolerances.apply_overrides(&a.tolerance)?;
@@ -185,6 +191,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
         max_memory: a.max_memory,
         max_while_iterations: a.max_iterations.map(|n| n as u64),
         precision_report: a.precision_report,
+        stats: recorder.as_ref().map(|r| [r.sink(), r.sink()]),
     };
     let report = diff::diff_module_on_devices(&module, &pipeline, args, config, &opts)
         .map_err(|e| format!("{}: {e}", shown(&a.module)))?;
@@ -195,6 +202,12 @@ pub fn run(a: Args) -> Result<Exit, String> {
         );
     } else {
         print!("{}", report.render());
+    }
+    if let (Some(r), Some([reference, device])) = (&recorder, &opts.stats) {
+        eprint!(
+            "{}",
+            r.report(&[("reference run", reference), ("device run", device)])
+        );
     }
     Ok(Exit::finding_if(!report.passed))
 }

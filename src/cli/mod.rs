@@ -11,6 +11,7 @@ mod opt;
 mod parse;
 mod profile;
 mod run;
+mod stats;
 
 use clap::{Parser, Subcommand};
 

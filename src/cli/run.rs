@@ -5,6 +5,7 @@ use super::autocast::AutoCastArgs;
 use super::common::{load_module, TransformArgs};
 use super::exit::Exit;
 use super::files::Inputs;
+use super::stats::Recorder;
 use hlosim::device::autocast::{AutoCast, CastMode};
 use hlosim::device::DeviceRun;
 use hlosim::device::{
@@ -106,6 +107,11 @@ pub struct Args {
     /// (same bits, less memory traffic).
     #[arg(long)]
     pub no_fusion: bool,
+    /// After the run, print to stderr where the evaluator's time went (own time per op
+    /// family, fused groups), bytes allocated and peak bytes live for values, wall time and
+    /// the process's peak resident memory.
+    #[arg(long)]
+    pub stats: bool,
 }
 
 /// How activation table sets are chosen in device mode.
@@ -192,6 +198,7 @@ fn has_error_finding(run: &DeviceRun) -> bool {
 
 /// Runs `hlosim run`: 0, or 1 when the device model reports an error-level finding.
 pub fn run(a: Args) -> Result<Exit, String> {
+    let recorder = a.stats.then(Recorder::start);
     if a.no_excess_precision && a.mode == Mode::Device {
         eprintln!("note: --no-excess-precision only affects --mode reference; ignored");
     }
@@ -218,7 +225,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
     a.transform.apply(&mut m)?;
     let devices = super::common::device_count(&m, a.replicas)?;
     if devices > 1 || a.args.as_deref().is_some_and(per_device_layout) {
-        return run_devices(&a, &m, devices, &machine);
+        return run_devices(&a, &m, devices, &machine, recorder.as_ref());
     }
     let src = match (&a.args, a.arg.is_empty()) {
         (Some(p), _) => ArgSource::Npz(p.clone()),
@@ -227,9 +234,12 @@ pub fn run(a: Args) -> Result<Exit, String> {
     };
     let args = read_args(&m, &src).map_err(|e| e.to_string())?;
     let values = args.into_iter().map(Value::array).collect();
+    let sink = recorder.as_ref().map(Recorder::sink);
+    let budget = budget(&a);
     let replica = Replica {
-        budget: budget(&a),
+        budget: budget.clone(),
         max_while_iterations: max_iterations(&a),
+        stats: sink.clone(),
         ..Replica::single()
     };
     let mut found = false;
@@ -267,7 +277,21 @@ pub fn run(a: Args) -> Result<Exit, String> {
         None if a.json => {}
         None => print!("{}", summarize(&refs)),
     }
+    if let (Some(r), Some(sink)) = (&recorder, &sink) {
+        sink.note_memory(&budget);
+        eprint!("{}", r.report(&[(run_title(&a, 1), sink)]));
+    }
     Ok(Exit::finding_if(found))
+}
+
+/// The `--stats` section title of this command's run.
+fn run_title(a: &Args, devices: usize) -> &'static str {
+    match (a.mode, devices) {
+        (Mode::Reference, 1) => "reference run",
+        (Mode::Reference, _) => "reference run (all devices)",
+        (Mode::Device, 1) => "device run",
+        (Mode::Device, _) => "device run (all devices)",
+    }
 }
 
 /// The `while` iteration bound (`--max-iterations`, else the documented default).
@@ -351,7 +375,10 @@ fn run_devices(
     m: &hlosim::hlo::Module,
     devices: usize,
     machine: &Machine,
+    recorder: Option<&Recorder>,
 ) -> Result<Exit, String> {
+    let sink = recorder.map(Recorder::sink);
+    let budget = budget(a);
     let args: Vec<Vec<Value>> = match (&a.args, a.arg.is_empty()) {
         (Some(p), _) => read_device_args(m, p, devices)
             .map_err(|e| e.to_string())?
@@ -384,8 +411,9 @@ fn run_devices(
     let results: Vec<Value> = match a.mode {
         Mode::Reference => {
             let options = eval_options(a);
-            run_with_budget(devices, budget(a), |mut rep| {
+            run_with_budget(devices, budget.clone(), |mut rep| {
                 rep.max_while_iterations = max_iterations(a);
+                rep.stats = sink.clone();
                 let d = rep.device;
                 let mut ev = Evaluator::with_options(m, options);
                 ev.set_replica(rep);
@@ -395,8 +423,9 @@ fn run_devices(
         }
         Mode::Device => {
             let config = device_config(a, machine)?;
-            let runs = run_with_budget(devices, budget(a), |mut rep| {
+            let runs = run_with_budget(devices, budget.clone(), |mut rep| {
                 rep.max_while_iterations = max_iterations(a);
+                rep.stats = sink.clone();
                 let d = rep.device;
                 let config = DeviceConfig {
                     replica: rep,
@@ -449,6 +478,10 @@ fn run_devices(
                 print!("{}", summarize(r));
             }
         }
+    }
+    if let (Some(r), Some(sink)) = (recorder, &sink) {
+        sink.note_memory(&budget);
+        eprint!("{}", r.report(&[(run_title(a, devices), sink)]));
     }
     Ok(Exit::finding_if(found))
 }

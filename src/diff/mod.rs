@@ -59,6 +59,10 @@ pub struct DiffOptions {
     /// Collect the per-instruction precision report (`diff --precision-report`): one extra
     /// replay per compared instruction.
     pub precision_report: bool,
+    /// Where the reference and the device run report what their evaluators did and what
+    /// their memory budgets saw (`diff --stats`); `Some` also turns on timing. The replays
+    /// that attribute a divergence are not counted.
+    pub stats: Option<[std::sync::Arc<crate::eval::StatsSink>; 2]>,
 }
 
 impl Default for DiffOptions {
@@ -72,6 +76,7 @@ impl Default for DiffOptions {
             max_memory: None,
             max_while_iterations: None,
             precision_report: false,
+            stats: None,
         }
     }
 }
@@ -225,9 +230,12 @@ pub fn diff_module_on_devices(
             None => MemoryBudget::default(),
         })
     };
+    let sinks = opts.stats.clone();
+    let reference_budget = budget();
     let reference: Vec<(Value, attribution::RefStore)> =
-        run_with_budget(devices, budget(), |mut rep| {
+        run_with_budget(devices, reference_budget.clone(), |mut rep| {
             rep.max_while_iterations = iterations;
+            rep.stats = sinks.as_ref().map(|s| s[0].clone());
             let d = rep.device;
             let store = Rc::new(RefCell::new(attribution::RefStore {
                 values: vec![None; n],
@@ -261,8 +269,13 @@ pub fn diff_module_on_devices(
         .map(|_| Mutex::new(DeviceFindings::default()))
         .collect();
     let transformed = &transformed;
-    let run = run_with_budget(devices, budget(), |mut rep| {
+    if let Some(s) = &sinks {
+        s[0].note_memory(&reference_budget);
+    }
+    let device_budget = budget();
+    let run = run_with_budget(devices, device_budget.clone(), |mut rep| {
         rep.max_while_iterations = iterations;
+        rep.stats = sinks.as_ref().map(|s| s[1].clone());
         let d = rep.device;
         let store = stores[d]
             .lock()
@@ -326,6 +339,9 @@ pub fn diff_module_on_devices(
         }
         run
     });
+    if let Some(s) = &sinks {
+        s[1].note_memory(&device_budget);
+    }
     let mut errors = Vec::new();
     for f in found {
         let f = f.into_inner().unwrap_or_default();

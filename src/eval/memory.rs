@@ -18,6 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct MemoryBudget {
     limit: u64,
     used: AtomicU64,
+    /// The most bytes held at once so far (`--stats`: peak bytes live).
+    peak: AtomicU64,
+    /// Every byte ever reserved (`--stats`: bytes allocated).
+    reserved: AtomicU64,
 }
 
 /// What is left of physical memory for hlosim's values by default: the machine's total
@@ -54,6 +58,8 @@ impl MemoryBudget {
         MemoryBudget {
             limit,
             used: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
+            reserved: AtomicU64::new(0),
         }
     }
 
@@ -65,6 +71,18 @@ impl MemoryBudget {
     /// Bytes held now.
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
+    }
+
+    /// The most bytes held at once since the budget was made: arguments and values live at
+    /// the same time, what the run needed.
+    pub fn peak(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// All bytes ever taken from the budget: the arguments and every value that got a
+    /// buffer of its own.
+    pub fn reserved_total(&self) -> u64 {
+        self.reserved.load(Ordering::Relaxed)
     }
 
     /// Takes `bytes` from the budget, or explains why not (`what` names the value).
@@ -86,7 +104,11 @@ impl MemoryBudget {
                 .used
                 .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
             {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    self.peak.fetch_max(next, Ordering::Relaxed);
+                    self.reserved.fetch_add(bytes, Ordering::Relaxed);
+                    return Ok(());
+                }
                 Err(now) => cur = now,
             }
         }

@@ -28,7 +28,7 @@ pub mod util;
 
 pub use options::EvalOptions;
 pub use replicas::{run_on_devices, Replica};
-pub use stats::EvalStats;
+pub use stats::{EvalStats, MemoryFigures, StatsSink, TimeFamily};
 
 use crate::hlo::{
     ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode, Shape,
@@ -350,8 +350,12 @@ impl<'m> Evaluator<'m> {
         let arg_bytes: u64 = args.iter().map(memory::value_bytes).sum();
         let budget = self.replica.budget.clone();
         budget.reserve(arg_bytes, || "the arguments".to_string())?;
+        let before = self.stats.clone();
         let r = self.call(entry, args);
         budget.release(arg_bytes);
+        if let Some(sink) = &self.replica.stats {
+            sink.add(&self.stats.since(&before));
+        }
         r
     }
 
@@ -524,6 +528,7 @@ impl<'m> Evaluator<'m> {
     ) -> Result<(), EvalError> {
         let module = self.module;
         let comp = module.comp(c);
+        let started = self.replica.stats.is_some().then(std::time::Instant::now);
         let mut reserved = Vec::new();
         for &o in &g.outputs {
             let ins = comp.instr(o);
@@ -557,6 +562,11 @@ impl<'m> Evaluator<'m> {
         }
         self.stats.fused_groups += 1;
         self.stats.fused_instructions += g.members.len() as u64;
+        if let Some(t) = started {
+            // A fused group calls no computation: all of its time is its own.
+            let ns = t.elapsed().as_nanos() as u64;
+            self.stats.record(TimeFamily::Fused, ns);
+        }
         Ok(())
     }
 
@@ -575,6 +585,10 @@ impl<'m> Evaluator<'m> {
         let budget = frame.held.budget;
         let slots = &mut frame.slots;
         let ins = comp.instr(id);
+        // Own time: the whole instruction less what instructions of computations it calls
+        // recorded meanwhile.
+        let started = (self.replica.stats.is_some() && ins.opcode != Opcode::Parameter)
+            .then(|| (std::time::Instant::now(), self.stats.timed_nanos()));
         let value = if ins.opcode == Opcode::Parameter {
             slots[id.index()]
                 .take()
@@ -642,8 +656,14 @@ impl<'m> Evaluator<'m> {
                 }
             };
             let r = r.map_err(|e| e.at(comp, ins))?;
+            self.stats.instructions += 1;
             self.hooks.cast_result(module, c, id, r)
         };
+        if let Some((t, nested_before)) = started {
+            let nested = self.stats.timed_nanos() - nested_before;
+            let own = (t.elapsed().as_nanos() as u64).saturating_sub(nested);
+            self.stats.record(TimeFamily::of(ins.opcode), own);
+        }
         if c == module.entry {
             self.hooks.observe(module, c, id, &value);
         }

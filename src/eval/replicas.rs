@@ -6,6 +6,7 @@
 use super::collectives::fabric::{Fabric, InProcessFabric};
 use super::control_flow::DEFAULT_MAX_WHILE_ITERATIONS;
 use super::memory::MemoryBudget;
+use super::stats::StatsSink;
 use super::EvalError;
 use std::sync::Arc;
 
@@ -23,6 +24,9 @@ pub struct Replica {
     /// The most iterations one `while` loop may run (`--max-iterations`); reaching it is an
     /// error, never a truncated result.
     pub max_while_iterations: u64,
+    /// Where this device's evaluators report what they did (`--stats`); `Some` also turns
+    /// on their timing.
+    pub stats: Option<Arc<StatsSink>>,
 }
 
 impl Replica {
@@ -34,6 +38,7 @@ impl Replica {
             fabric: Arc::new(InProcessFabric::new(1)),
             budget: Arc::new(MemoryBudget::default()),
             max_while_iterations: DEFAULT_MAX_WHILE_ITERATIONS,
+            stats: None,
         }
     }
 }
@@ -106,6 +111,7 @@ where
             fabric: fabric.clone(),
             budget: budget.clone(),
             max_while_iterations: DEFAULT_MAX_WHILE_ITERATIONS,
+            stats: None,
         };
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(replica))) {
             Ok(Ok(v)) => {

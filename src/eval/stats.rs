@@ -1,11 +1,185 @@
-//! What an evaluation did, for `--stats` and for tests that must know whether a path ran
-//! (a bit-identity test of fusion is only worth something if groups were fused).
+//! What an evaluation did: for `--stats` (where the time went, how much memory the values
+//! took) and for tests that must know whether a path ran (a bit-identity test of fusion is
+//! only worth something if groups were fused).
+//!
+//! Counters are kept per evaluator and always; clock reads (two per instruction) only when
+//! the evaluator's [`super::Replica`] carries a [`StatsSink`], which is also where each run
+//! adds what it did, so every evaluator a command creates (several devices, the device
+//! model's) reports into one place. Memory figures come from the run's
+//! [`super::memory::MemoryBudget`], which already counts every value's bytes.
 
-/// Counters of one evaluator, accumulated over its runs.
+use crate::hlo::{OpFamily, Opcode};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Where evaluator time is attributed: the opcode families of the op table
+/// ([`OpFamily`]), plus fused elementwise groups, which run several of them at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeFamily {
+    Fused,
+    Unary,
+    Binary,
+    Ternary,
+    DataMovement,
+    Reduction,
+    Contraction,
+    ControlFlow,
+    Collective,
+    Random,
+    Other,
+}
+
+impl TimeFamily {
+    /// Every family, in report order.
+    pub const ALL: [TimeFamily; 11] = [
+        TimeFamily::Fused,
+        TimeFamily::Unary,
+        TimeFamily::Binary,
+        TimeFamily::Ternary,
+        TimeFamily::DataMovement,
+        TimeFamily::Reduction,
+        TimeFamily::Contraction,
+        TimeFamily::ControlFlow,
+        TimeFamily::Collective,
+        TimeFamily::Random,
+        TimeFamily::Other,
+    ];
+
+    /// The family an instruction's own time counts under.
+    pub fn of(op: Opcode) -> TimeFamily {
+        match op.family() {
+            OpFamily::Unary => TimeFamily::Unary,
+            OpFamily::Binary => TimeFamily::Binary,
+            OpFamily::Ternary => TimeFamily::Ternary,
+            OpFamily::DataMovement => TimeFamily::DataMovement,
+            OpFamily::Reduction => TimeFamily::Reduction,
+            OpFamily::Contraction => TimeFamily::Contraction,
+            OpFamily::ControlFlow => TimeFamily::ControlFlow,
+            OpFamily::Collective => TimeFamily::Collective,
+            OpFamily::Random => TimeFamily::Random,
+            OpFamily::Other => TimeFamily::Other,
+        }
+    }
+
+    /// How the report names the family.
+    pub fn label(self) -> &'static str {
+        match self {
+            TimeFamily::Fused => "fused elementwise groups",
+            TimeFamily::Unary => "unary elementwise",
+            TimeFamily::Binary => "binary elementwise",
+            TimeFamily::Ternary => "select, clamp",
+            TimeFamily::DataMovement => "data movement",
+            TimeFamily::Reduction => "reductions",
+            TimeFamily::Contraction => "dot, convolution",
+            TimeFamily::ControlFlow => "control flow (own time)",
+            TimeFamily::Collective => "collectives",
+            TimeFamily::Random => "random numbers",
+            TimeFamily::Other => "other (custom calls, constants, ...)",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counters of one evaluator (or, merged, of several), accumulated over their runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EvalStats {
     /// Fused groups evaluated ([`super::fusion`]), counting each execution.
     pub fused_groups: u64,
     /// Instructions evaluated inside those groups.
     pub fused_instructions: u64,
+    /// Instructions evaluated one by one (parameters excluded), counting each execution.
+    pub instructions: u64,
+    /// Evaluator time per [`TimeFamily`] in nanoseconds, each instruction's own time: a
+    /// called computation's instructions count under their own families, not the caller's.
+    /// All zero unless the run was timed (a [`StatsSink`] on its replica).
+    pub nanos: [u64; TimeFamily::ALL.len()],
+}
+
+impl EvalStats {
+    /// Adds `ns` nanoseconds of own time to `family`.
+    pub fn record(&mut self, family: TimeFamily, ns: u64) {
+        self.nanos[family.index()] += ns;
+    }
+
+    /// Time recorded so far, over all families.
+    pub fn timed_nanos(&self) -> u64 {
+        self.nanos.iter().sum()
+    }
+
+    /// Time recorded for one family.
+    pub fn time(&self, family: TimeFamily) -> Duration {
+        Duration::from_nanos(self.nanos[family.index()])
+    }
+
+    /// Adds another evaluator's counters to these.
+    pub fn add(&mut self, other: &EvalStats) {
+        self.fused_groups += other.fused_groups;
+        self.fused_instructions += other.fused_instructions;
+        self.instructions += other.instructions;
+        for (a, b) in self.nanos.iter_mut().zip(other.nanos) {
+            *a += b;
+        }
+    }
+
+    /// What happened since `before` (an earlier copy of these counters).
+    pub fn since(&self, before: &EvalStats) -> EvalStats {
+        let mut d = EvalStats {
+            fused_groups: self.fused_groups - before.fused_groups,
+            fused_instructions: self.fused_instructions - before.fused_instructions,
+            instructions: self.instructions - before.instructions,
+            nanos: self.nanos,
+        };
+        for (a, b) in d.nanos.iter_mut().zip(before.nanos) {
+            *a -= b;
+        }
+        d
+    }
+}
+
+/// Where the evaluators of one command report: set on a [`super::Replica`], it turns on
+/// timing, and each run adds its counters when it ends (also when it fails).
+#[derive(Debug, Default)]
+pub struct StatsSink {
+    total: Mutex<EvalStats>,
+    memory: Mutex<MemoryFigures>,
+}
+
+/// What a run's memory budget saw, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryFigures {
+    /// The most bytes of arguments and values held at once.
+    pub peak_live: u64,
+    /// All bytes taken for arguments and for results with a buffer of their own.
+    pub allocated: u64,
+}
+
+impl StatsSink {
+    /// Records what a run's budget saw (call when the run's evaluators are done; several
+    /// budgets reported to one sink add up).
+    pub fn note_memory(&self, budget: &super::memory::MemoryBudget) {
+        if let Ok(mut m) = self.memory.lock() {
+            m.peak_live += budget.peak();
+            m.allocated += budget.reserved_total();
+        }
+    }
+
+    /// The memory figures noted so far.
+    pub fn memory(&self) -> MemoryFigures {
+        self.memory.lock().map(|m| *m).unwrap_or_default()
+    }
+
+    /// Adds one run's counters.
+    pub fn add(&self, s: &EvalStats) {
+        if let Ok(mut t) = self.total.lock() {
+            t.add(s);
+        }
+    }
+
+    /// Everything reported so far.
+    pub fn total(&self) -> EvalStats {
+        self.total.lock().map(|t| t.clone()).unwrap_or_default()
+    }
 }

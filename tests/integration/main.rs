@@ -15,6 +15,7 @@ mod cli_multi_device;
 mod cli_profile;
 mod cli_reliability;
 mod cli_run;
+mod cli_stats;
 mod corpus_replicas;
 mod device;
 mod diff_cli;

@@ -1,0 +1,154 @@
+//! `--stats` on `run` and `diff`: the report's parts, its memory figures against values
+//! derived by hand from the module's liveness, and the process's peak resident memory of
+//! an elementwise chain against its inputs plus output (the figure the speed issue bounds at
+//! 1.3x for the 16M-element chain; checked here on a 4M-element one).
+
+use crate::common::cli::{hlosim, s, scratch_dir, stderr};
+use hlosim::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
+use hlosim::io::npz::write_npz;
+use std::path::Path;
+
+/// The chain of `models/hlo/bench_elementwise_16m.hlo` (add, multiply, exponential, compare,
+/// select) on `n` x `n` f32.
+fn chain(n: usize) -> String {
+    let t = format!("f32[{n},{n}]");
+    format!(
+        "HloModule chain\n\nENTRY main {{\n  x = {t} parameter(0)\n  y = {t} parameter(1)\n  \
+         a = {t} add(x, y)\n  m = {t} multiply(a, x)\n  e = {t} exponential(m)\n  \
+         c = pred[{n},{n}] compare(e, y), direction=GT\n  ROOT s = {t} select(c, e, y)\n}}\n"
+    )
+}
+
+/// Two n x n f32 arguments with distinct values in [-1, 1).
+fn write_chain_args(path: &Path, n: usize) {
+    let arg = |k: usize| ArrayLiteral {
+        shape: ArrayShape::new(ElementType::F32, vec![n as i64, n as i64]),
+        data: ArrayData::F32(
+            (0..n * n)
+                .map(|i| ((i * (2 * k + 1)) % 2001) as f32 / 1000.0 - 1.0)
+                .collect(),
+        ),
+    };
+    let (a0, a1) = (arg(0), arg(1));
+    write_npz(path, &[("arg0".into(), &a0), ("arg1".into(), &a1)]).unwrap();
+}
+
+/// The exact byte count a stats line gives in parentheses: `NAME ... (N bytes...`.
+fn bytes_on(report: &str, name: &str) -> u64 {
+    let line = report
+        .lines()
+        .find(|l| l.trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("no '{name}' line in:\n{report}"));
+    let (_, rest) = line.split_once('(').unwrap();
+    rest.split(' ').next().unwrap().parse().unwrap()
+}
+
+/// `peak resident memory ... (P bytes; ... (S bytes) when the command started)`: (P, S).
+fn rss_on(report: &str) -> (u64, u64) {
+    let line = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("peak resident memory"))
+        .unwrap_or_else(|| panic!("no resident memory line in:\n{report}"));
+    let nums: Vec<u64> = line
+        .split(['(', ' '])
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (nums[nums.len() - 2], nums[nums.len() - 1])
+}
+
+#[test]
+fn run_stats_report_time_fused_groups_and_liveness_figures() {
+    let n = 256;
+    let d = scratch_dir("stats", "liveness", &chain(n));
+    write_chain_args(&d.join("a.npz"), n);
+    let mb = (n * n * 4) as u64;
+    // Fused: the arguments and the output are the only buffers (2 + 1 arrays).
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--args",
+        s(&d.join("a.npz")),
+        "--stats",
+    ]);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    for part in [
+        "stats: reference run",
+        "fused elementwise groups",
+        "0 one by one, 5 in 1 fused group(s)",
+        "stats: process",
+        "wall time",
+    ] {
+        assert!(e.contains(part), "missing '{part}' in:\n{e}");
+    }
+    assert_eq!(bytes_on(&e, "peak bytes live"), 3 * mb, "{e}");
+    assert_eq!(bytes_on(&e, "bytes allocated"), 3 * mb, "{e}");
+    // Unfused, each result gets a buffer and is released after its last use; the
+    // arguments x, y are held for the whole run. Live while each result is computed:
+    // a: x y a; m: x y a m; e: x y m e; c: x y e c; s: x y e c s. The peak is at s: 4 f32
+    // arrays and the pred c (a quarter of one). Allocated: x, y, a, m, e, s and c.
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--args",
+        s(&d.join("a.npz")),
+        "--stats",
+        "--no-fusion",
+    ]);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("5 one by one, 0 in 0 fused group(s)"), "{e}");
+    for family in ["unary elementwise", "binary elementwise", "select, clamp"] {
+        assert!(e.contains(family), "missing '{family}' in:\n{e}");
+    }
+    assert_eq!(bytes_on(&e, "peak bytes live"), 4 * mb + mb / 4, "{e}");
+    assert_eq!(bytes_on(&e, "bytes allocated"), 6 * mb + mb / 4, "{e}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn peak_resident_memory_of_a_fused_chain_stays_near_inputs_plus_output() {
+    // 2048 x 2048 f32: 16 MiB per array, 48 MiB of inputs and output. The bound of the
+    // 16M-element chain (1.3x) holds for the memory the run added to the process.
+    let n = 2048;
+    let d = scratch_dir("stats", "rss", &chain(n));
+    write_chain_args(&d.join("a.npz"), n);
+    let o = hlosim(&[
+        "run",
+        s(&d.join("m.hlo")),
+        "--args",
+        s(&d.join("a.npz")),
+        "-o",
+        s(&d.join("o.npz")),
+        "--stats",
+    ]);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    let io_bytes = 3 * (n * n * 4) as u64;
+    let (peak, start) = rss_on(&e);
+    let grown = peak - start;
+    assert!(
+        grown as f64 <= 1.3 * io_bytes as f64,
+        "the run grew resident memory by {grown} bytes, more than 1.3 x {io_bytes}:\n{e}"
+    );
+    assert_eq!(bytes_on(&e, "peak bytes live"), io_bytes, "{e}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn diff_stats_report_both_runs() {
+    let m = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hlo/llama_mlp_silu.hlo");
+    let o = hlosim(&["diff", s(&m), "--stats"]);
+    let e = stderr(&o);
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{e}");
+    let reference = e.find("stats: reference run").expect("reference section");
+    let device = e.find("stats: device run").expect("device section");
+    let process = e.find("stats: process").expect("process section");
+    assert!(reference < device && device < process, "{e}");
+    // Both runs evaluate the module's instructions one by one (the differ observes every
+    // value), and each holds at least its arguments.
+    for section in [&e[reference..device], &e[device..process]] {
+        assert!(!section.contains(" 0 one by one"), "{section}");
+        assert!(bytes_on(section, "peak bytes live") > 0, "{section}");
+    }
+}
