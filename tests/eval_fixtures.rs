@@ -574,10 +574,12 @@ fn fixture_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// The fixture's outputs evaluated unfused and fused (tiles of 3 elements, so every array of
-/// three or more elements is fused and most tiles are partial), on pools of 1 and 2
-/// threads: all three must be the same bits. Returns the fused groups run.
-fn fused_matches_unfused(dir: &Path) -> Result<u64, String> {
+/// The fixture's outputs evaluated the old way (unfused, every result in a new buffer),
+/// unfused with results written into dying operands' buffers, and fused (tiles of 3
+/// elements, so every array of three or more elements is fused and most tiles are partial)
+/// on pools of 1 and 2 threads: all must be the same bits. Returns the fused groups and the
+/// in-place instructions run.
+fn fused_matches_unfused(dir: &Path) -> Result<(u64, u64), String> {
     let text = std::fs::read_to_string(dir.join("module.hlo"))
         .map_err(|e| format!("read module.hlo: {e}"))?;
     let m = parse_module(&text).map_err(|e| format!("parse: {e}"))?;
@@ -588,10 +590,12 @@ fn fused_matches_unfused(dir: &Path) -> Result<u64, String> {
         ArgSource::None
     };
     let args = read_args(&m, &src).map_err(|e| format!("arguments: {e}"))?;
-    let run = |fusion: bool, threads: usize| -> Result<(Vec<ArrayLiteral>, u64), String> {
+    type Run = (Vec<ArrayLiteral>, hlosim::eval::EvalStats);
+    let run = |fusion: bool, in_place: bool, threads: usize| -> Result<Run, String> {
         let options = EvalOptions {
             fusion,
             fusion_tile: 3,
+            in_place,
             ..EvalOptions::default()
         };
         let pool = rayon::ThreadPoolBuilder::new()
@@ -602,29 +606,42 @@ fn fused_matches_unfused(dir: &Path) -> Result<u64, String> {
             let mut ev = Evaluator::with_options(&m, options);
             let r = ev
                 .run(args.iter().cloned().map(Value::array).collect())
-                .map_err(|e| format!("evaluation (fusion {fusion}, {threads} threads): {e}"))?;
+                .map_err(|e| {
+                    format!(
+                        "evaluation (fusion {fusion}, in place {in_place}, {threads} threads): {e}"
+                    )
+                })?;
             let leaves = r.leaves().iter().map(|a| (**a).clone()).collect();
-            Ok((leaves, ev.stats().fused_groups))
+            Ok((leaves, ev.stats().clone()))
         })
     };
-    let (plain, none) = run(false, 2)?;
-    if none != 0 {
-        return Err(format!("{none} groups fused with fusion off"));
+    let (plain, none) = run(false, false, 2)?;
+    if none.fused_groups != 0 || none.in_place != 0 {
+        return Err(format!("the old path fused or reused buffers: {none:?}"));
     }
-    let (one, groups) = run(true, 1)?;
-    let (two, _) = run(true, 2)?;
-    for (k, ((p, a), b)) in plain.iter().zip(&one).zip(&two).enumerate() {
-        if !(p.data.bits_eq(&a.data) && p.shape == a.shape) {
-            return Err(format!("out{k}: fused on 1 thread differs from unfused"));
+    let (in_place, reused) = run(false, true, 2)?;
+    let (one, fused) = run(true, true, 1)?;
+    let (two, _) = run(true, true, 2)?;
+    let variants = [
+        ("unfused in place", &in_place),
+        ("fused on 1 thread", &one),
+        ("fused on 2 threads", &two),
+    ];
+    for (what, got) in variants {
+        if got.len() != plain.len() {
+            return Err(format!(
+                "{what}: {} outputs, the old path {}",
+                got.len(),
+                plain.len()
+            ));
         }
-        if !(p.data.bits_eq(&b.data) && p.shape == b.shape) {
-            return Err(format!("out{k}: fused on 2 threads differs from unfused"));
+        for (k, (p, a)) in plain.iter().zip(got.iter()).enumerate() {
+            if !(p.data.bits_eq(&a.data) && p.shape == a.shape) {
+                return Err(format!("out{k}: {what} differs from the old path"));
+            }
         }
     }
-    if plain.len() != one.len() || plain.len() != two.len() {
-        return Err("fused and unfused runs give different numbers of outputs".into());
-    }
-    Ok(groups)
+    Ok((fused.fused_groups, reused.in_place))
 }
 
 /// Fixtures whose modules must contain fused groups: if none fuses, the bit-identity trials
@@ -639,6 +656,15 @@ const MUST_FUSE: &[&str] = &[
     "pred_logic",
 ];
 
+/// Fixtures that must write some result into a dying operand's buffer when unfused (else
+/// the in-place comparison above tests nothing): each reads an argument for the last time
+/// in a unary, binary float or select instruction of the argument's type and shape.
+const MUST_REUSE: &[&str] = &[
+    "binary_f32_arith",
+    "binary_bf16_arith",
+    "unary_f32_transcendental",
+];
+
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let mut trials: Vec<Trial> = fixture_dirs()
@@ -650,11 +676,13 @@ fn main() -> ExitCode {
         .collect();
     for d in fixture_dirs() {
         let name = d.file_name().unwrap().to_string_lossy().to_string();
-        let must = MUST_FUSE.contains(&name.as_str());
+        let must_fuse = MUST_FUSE.contains(&name.as_str());
+        let must_reuse = MUST_REUSE.contains(&name.as_str());
         trials.push(Trial::test(
             format!("fused::{name}"),
             move || match fused_matches_unfused(&d) {
-                Ok(0) if must => Err("no group was fused".into()),
+                Ok((0, _)) if must_fuse => Err("no group was fused".into()),
+                Ok((_, 0)) if must_reuse => Err("no result was written in place".into()),
                 Ok(_) => Ok(()),
                 Err(e) => Err(e.into()),
             },

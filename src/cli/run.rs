@@ -102,9 +102,10 @@ pub struct Args {
     /// backend contracts them.
     #[arg(long)]
     pub no_fma_contraction: bool,
-    /// Reference mode: evaluate every instruction on its own, with a whole buffer per
-    /// result. By default runs of elementwise instructions are evaluated fused, tile by tile
-    /// (same bits, less memory traffic).
+    /// Reference mode: evaluate every instruction on its own, with a new buffer per result.
+    /// By default runs of elementwise instructions are evaluated fused, tile by tile, and an
+    /// elementwise result may take over the buffer of an operand that dies with it (same
+    /// bits, less memory traffic).
     #[arg(long)]
     pub no_fusion: bool,
     /// After the run, print to stderr where the evaluator's time went (own time per op
@@ -315,6 +316,7 @@ fn eval_options(a: &Args) -> EvalOptions {
         excess_precision: !a.no_excess_precision,
         fma_contraction: !a.no_fma_contraction,
         fusion: !a.no_fusion,
+        in_place: !a.no_fusion,
         ..EvalOptions::default()
     }
 }

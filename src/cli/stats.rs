@@ -101,8 +101,9 @@ fn run_section(title: &str, s: &EvalStats, m: MemoryFigures) -> String {
     );
     let _ = writeln!(
         out,
-        "  instructions          {} one by one, {} in {} fused group(s)",
-        s.instructions, s.fused_instructions, s.fused_groups
+        "  instructions          {} one by one ({} of them into an operand's buffer), {} in {} \
+         fused group(s)",
+        s.instructions, s.in_place, s.fused_instructions, s.fused_groups
     );
     let _ = writeln!(
         out,

@@ -438,6 +438,11 @@ pub(crate) struct RefObserver {
 }
 
 impl Hooks for RefObserver {
+    // It only observes, keeping what it needs by `Arc` (so a kept value is never overwritten).
+    fn leaves_kernels_alone(&self) -> bool {
+        true
+    }
+
     fn observe(&mut self, _m: &Module, _c: CompId, id: InstrId, value: &Value) {
         let mut s = self.store.borrow_mut();
         let i = id.index();

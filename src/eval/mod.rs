@@ -208,12 +208,25 @@ pub trait Hooks {
     fn allows_fusion(&self) -> bool {
         false
     }
+
+    /// Whether these hooks leave every instruction to the reference kernels with the values
+    /// as computed (they may observe): then a kernel may write its result into an operand
+    /// that dies with it ([`elementwise::in_place`]; an observer that kept the value holds its
+    /// `Arc`, which keeps the buffer from being reused). Hooks that override `intercept`,
+    /// `cast_operands` or `cast_result` must leave this `false`.
+    fn leaves_kernels_alone(&self) -> bool {
+        false
+    }
 }
 
 /// Hooks that do nothing: pure reference semantics.
 pub struct NoHooks;
 impl Hooks for NoHooks {
     fn allows_fusion(&self) -> bool {
+        true
+    }
+
+    fn leaves_kernels_alone(&self) -> bool {
         true
     }
 }
@@ -583,13 +596,29 @@ impl<'m> Evaluator<'m> {
         let module = self.module;
         let comp = module.comp(c);
         let budget = frame.held.budget;
-        let slots = &mut frame.slots;
         let ins = comp.instr(id);
         // Own time: the whole instruction less what instructions of computations it calls
         // recorded meanwhile.
         let started = (self.replica.stats.is_some() && ins.opcode != Opcode::Parameter)
             .then(|| (std::time::Instant::now(), self.stats.timed_nanos()));
-        let value = if ins.opcode == Opcode::Parameter {
+        let in_place = self.options.in_place
+            && self.hooks.leaves_kernels_alone()
+            && plan.widened[id.index()].is_none()
+            && plan.fma[id.index()].is_none()
+            && (id != comp.root || matches!(root_mode, RootMode::Value));
+        let donated = if in_place {
+            Self::in_place(comp, frame, id).map_err(|e| e.at(comp, ins))?
+        } else {
+            None
+        };
+        if donated.is_some() {
+            self.stats.instructions += 1;
+            self.stats.in_place += 1;
+        }
+        let slots = &mut frame.slots;
+        let value = if let Some(v) = donated {
+            v
+        } else if ins.opcode == Opcode::Parameter {
             slots[id.index()]
                 .take()
                 .ok_or_else(|| EvalError::new("parameter has no argument").at(comp, ins))?
@@ -678,6 +707,60 @@ impl<'m> Evaluator<'m> {
             frame.release_use(*o);
         }
         Ok(())
+    }
+
+    /// Evaluates `id` into the buffer of an operand that dies with it, when one qualifies
+    /// (its last use, read once by `id`, held by nobody else, the result's storage type and
+    /// dimensions) and an in-place kernel covers the case; `None` otherwise, with the frame
+    /// as it was. The donor's budget charge passes to the result.
+    fn in_place(
+        comp: &Computation,
+        frame: &mut Frame,
+        id: InstrId,
+    ) -> Result<Option<Value>, EvalError> {
+        let ins = comp.instr(id);
+        let Some(out) = ins.shape.as_array() else {
+            return Ok(None);
+        };
+        for &k in elementwise::in_place::donor_slots(ins.opcode) {
+            let Some(&o) = ins.operands.get(k) else {
+                continue;
+            };
+            let qualifies = frame.remaining[o.index()] == 1
+                && ins.operands.iter().filter(|&&x| x == o).count() == 1
+                && matches!(&frame.slots[o.index()], Some(Value::Array(a))
+                    if Arc::strong_count(a) == 1 && a.shape.same_dims_and_type(out));
+            if !qualifies {
+                continue;
+            }
+            let Some(Value::Array(arc)) = frame.slots[o.index()].take() else {
+                continue;
+            };
+            let donor = match Arc::try_unwrap(arc) {
+                Ok(a) => a,
+                Err(arc) => {
+                    frame.slots[o.index()] = Some(Value::Array(arc));
+                    continue;
+                }
+            };
+            let ops: Vec<Option<&Value>> = ins
+                .operands
+                .iter()
+                .map(|x| frame.slots[x.index()].as_ref())
+                .collect();
+            match elementwise::in_place::eval(ins, k, donor, &ops) {
+                elementwise::in_place::Outcome::Done(r) => {
+                    let v = r?;
+                    frame.held.bytes[id.index()] = std::mem::take(&mut frame.held.bytes[o.index()]);
+                    return Ok(Some(v));
+                }
+                elementwise::in_place::Outcome::Declined(donor) => {
+                    frame.slots[o.index()] = Some(Value::array(donor));
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// If `c` is `root = op(parameter(0), parameter(1))` on scalars, the opcode (and whether

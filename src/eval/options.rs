@@ -21,6 +21,9 @@ pub struct EvalOptions {
     pub fusion: bool,
     /// Elements per fused tile, and the smallest element count that is fused.
     pub fusion_tile: usize,
+    /// Let elementwise kernels write their result into an operand that dies with them
+    /// (see [`super::elementwise::in_place`]). Changes memory, never results.
+    pub in_place: bool,
 }
 
 impl Default for EvalOptions {
@@ -31,6 +34,7 @@ impl Default for EvalOptions {
             fma_contraction: true,
             fusion: true,
             fusion_tile: super::fusion::DEFAULT_TILE,
+            in_place: true,
         }
     }
 }

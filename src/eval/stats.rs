@@ -92,6 +92,9 @@ pub struct EvalStats {
     pub fused_instructions: u64,
     /// Instructions evaluated one by one (parameters excluded), counting each execution.
     pub instructions: u64,
+    /// Of those, the ones whose result was written into a dying operand's buffer
+    /// ([`super::elementwise::in_place`]).
+    pub in_place: u64,
     /// Evaluator time per [`TimeFamily`] in nanoseconds, each instruction's own time: a
     /// called computation's instructions count under their own families, not the caller's.
     /// All zero unless the run was timed (a [`StatsSink`] on its replica).
@@ -119,6 +122,7 @@ impl EvalStats {
         self.fused_groups += other.fused_groups;
         self.fused_instructions += other.fused_instructions;
         self.instructions += other.instructions;
+        self.in_place += other.in_place;
         for (a, b) in self.nanos.iter_mut().zip(other.nanos) {
             *a += b;
         }
@@ -130,6 +134,7 @@ impl EvalStats {
             fused_groups: self.fused_groups - before.fused_groups,
             fused_instructions: self.fused_instructions - before.fused_instructions,
             instructions: self.instructions - before.instructions,
+            in_place: self.in_place - before.in_place,
             nanos: self.nanos,
         };
         for (a, b) in d.nanos.iter_mut().zip(before.nanos) {

@@ -75,7 +75,7 @@ fn run_stats_report_time_fused_groups_and_liveness_figures() {
     for part in [
         "stats: reference run",
         "fused elementwise groups",
-        "0 one by one, 5 in 1 fused group(s)",
+        "0 one by one (0 of them into an operand's buffer), 5 in 1 fused group(s)",
         "stats: process",
         "wall time",
     ] {
@@ -97,7 +97,10 @@ fn run_stats_report_time_fused_groups_and_liveness_figures() {
     ]);
     let e = stderr(&o);
     assert!(o.status.success(), "{e}");
-    assert!(e.contains("5 one by one, 0 in 0 fused group(s)"), "{e}");
+    assert!(
+        e.contains("5 one by one (0 of them into an operand's buffer), 0 in 0 fused group(s)"),
+        "{e}"
+    );
     for family in ["unary elementwise", "binary elementwise", "select, clamp"] {
         assert!(e.contains(family), "missing '{family}' in:\n{e}");
     }
@@ -151,4 +154,66 @@ fn diff_stats_report_both_runs() {
         assert!(!section.contains(" 0 one by one"), "{section}");
         assert!(bytes_on(section, "peak bytes live") > 0, "{section}");
     }
+}
+
+#[test]
+fn results_take_over_dying_operands_and_the_budget_sees_it() {
+    use hlosim::eval::memory::MemoryBudget;
+    use hlosim::eval::{EvalOptions, Evaluator, Replica, StatsSink, Value};
+    use std::sync::Arc;
+    // 1000 elements: below the fusion threshold, so every instruction runs on its own.
+    let n = 1000usize;
+    let m = hlosim::hlo::parse_module(&chain_1d(n)).unwrap();
+    let arg = |k: usize| {
+        Value::array(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::F32, vec![n as i64]),
+            data: ArrayData::F32(
+                (0..n)
+                    .map(|i| ((i * (2 * k + 1)) % 17) as f32 / 8.0 - 1.0)
+                    .collect(),
+            ),
+        })
+    };
+    let run = |in_place: bool| {
+        let budget = Arc::new(MemoryBudget::new(1 << 30));
+        let sink = Arc::new(StatsSink::default());
+        let mut ev = Evaluator::with_options(
+            &m,
+            EvalOptions {
+                in_place,
+                ..EvalOptions::default()
+            },
+        );
+        ev.set_replica(Replica {
+            budget: budget.clone(),
+            stats: Some(sink.clone()),
+            ..Replica::single()
+        });
+        let out = ev.run(vec![arg(0), arg(1)]).unwrap();
+        let leaf = out.as_array().unwrap().clone();
+        (leaf, sink.total(), budget.peak(), budget.reserved_total())
+    };
+    let bytes = (n * 4) as u64;
+    let (old, old_stats, old_peak, old_reserved) = run(false);
+    let (new, stats, peak, reserved) = run(true);
+    assert!(old.data.bits_eq(&new.data));
+    assert_eq!((old_stats.in_place, old_stats.fused_groups), (0, 0));
+    // x and y live throughout. m takes over a (its last use), e takes over m, and s takes
+    // over e (on_true, its last use): only a and the pred c get buffers of their own.
+    assert_eq!(stats.in_place, 3, "{stats:?}");
+    assert_eq!(reserved, 3 * bytes + bytes / 4);
+    assert_eq!(peak, 3 * bytes + bytes / 4);
+    // The old path: x y a m e s and c allocated; the peak x y e c s (see above).
+    assert_eq!(old_reserved, 6 * bytes + bytes / 4);
+    assert_eq!(old_peak, 4 * bytes + bytes / 4);
+}
+
+/// [`chain`] on a rank-1 array of `n` elements.
+fn chain_1d(n: usize) -> String {
+    let t = format!("f32[{n}]");
+    format!(
+        "HloModule chain\n\nENTRY main {{\n  x = {t} parameter(0)\n  y = {t} parameter(1)\n  \
+         a = {t} add(x, y)\n  m = {t} multiply(a, x)\n  e = {t} exponential(m)\n  \
+         c = pred[{n}] compare(e, y), direction=GT\n  ROOT s = {t} select(c, e, y)\n}}\n"
+    )
 }

@@ -114,6 +114,7 @@ fn fused_and_unfused_agree_on_the_corpus() {
             let options = EvalOptions {
                 fusion,
                 fusion_tile: 64,
+                in_place: fusion,
                 ..EvalOptions::default()
             };
             let mut ev = Evaluator::with_options(&m, options);

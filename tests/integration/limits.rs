@@ -176,10 +176,11 @@ fn results_too_large_for_the_budget_name_the_instruction_and_the_bytes() {
 fn the_budget_counts_live_values_and_returns_them() {
     // The argument x (4 KiB) is held for the whole run; e (4 KiB) is still live when n is
     // computed, because the tuple reads it: x, e and n need 12 KiB. With 10 KiB, n fails
-    // with 8 KiB in use.
+    // with 8 KiB in use. (The tuple reads x and e, so neither dies early and no result can
+    // take over its buffer.)
     let text = "HloModule m\nENTRY e {\n  x = f32[1024] parameter(0)\n  e = f32[1024] \
-                exponential(x)\n  n = f32[1024] negate(e)\n  ROOT t = (f32[1024], f32[1024]) \
-                tuple(e, n)\n}\n";
+                exponential(x)\n  n = f32[1024] negate(e)\n  ROOT t = (f32[1024], f32[1024], \
+                f32[1024]) tuple(x, e, n)\n}\n";
     let x = || f32_value(&[1024], vec![0.0; 1024]);
     run_with(text, vec![x()], 12 << 10, 10).unwrap();
     let e = run_with(text, vec![x()], 10 << 10, 10)

@@ -20,6 +20,7 @@
 mod binary;
 mod compare;
 pub(crate) mod convert;
+pub(crate) mod in_place;
 pub(crate) mod int;
 mod logistic;
 mod reduce_precision;
@@ -109,6 +110,80 @@ where
             .collect()
     }
 }
+
+/// `v[i] = f(v[i])` in place, in parallel for large inputs: [`map1`] for an operand whose
+/// buffer the result takes over.
+#[inline]
+pub(crate) fn map1_mut<A, F>(v: &mut [A], f: F)
+where
+    A: Copy + Send + Sync,
+    F: Fn(A) -> A + Sync + Send,
+{
+    if v.len() >= PAR_THRESHOLD {
+        v.par_iter_mut()
+            .with_min_len(PAR_MIN_LEN)
+            .for_each(|x| *x = f(*x));
+    } else {
+        v.iter_mut().for_each(|x| *x = f(*x));
+    }
+}
+
+/// `v[i] = f(v[i], b[i])` in place, in parallel for large inputs: [`map2`] for an operand
+/// whose buffer the result takes over.
+#[inline]
+pub(crate) fn map2_mut<A, B, F>(v: &mut [A], b: &[B], f: F)
+where
+    A: Copy + Send + Sync,
+    B: Copy + Sync,
+    F: Fn(A, B) -> A + Sync + Send,
+{
+    if v.len() >= PAR_THRESHOLD {
+        v.par_iter_mut()
+            .with_min_len(PAR_MIN_LEN)
+            .zip(b.par_iter())
+            .for_each(|(x, &y)| *x = f(*x, y));
+    } else {
+        v.iter_mut().zip(b).for_each(|(x, &y)| *x = f(*x, y));
+    }
+}
+
+/// The operand buffer of a kernel whose result has the operand's storage type: borrowed
+/// (the result gets a new buffer) or owned (the operand dies with this instruction and nobody
+/// else holds it, so the result is written into its buffer; see [`in_place`]).
+pub(crate) enum Src<'a> {
+    Ref(&'a ArrayData),
+    Own(ArrayData),
+}
+
+impl Src<'_> {
+    /// The operand's elements.
+    pub(crate) fn data(&self) -> &ArrayData {
+        match self {
+            Src::Ref(d) => d,
+            Src::Own(d) => d,
+        }
+    }
+}
+
+/// Maps every element of a [`Src`] to a value of the same storage type, one arm per listed
+/// [`ArrayData`] variant: into a new buffer when the operand is borrowed, in place when it is
+/// owned. Any other variant gives the `Src` back (`Err`), for the next arm of a kernel's
+/// `or_else` chain. The element expression is written once and expanded for both cases.
+macro_rules! same_map {
+    ($src:expr, $( $variant:ident($x:ident) => $e:expr ),+ $(,)?) => {{
+        use $crate::eval::elementwise::{map1, map1_mut, Src};
+        use $crate::hlo::ArrayData as D;
+        match $src {
+            $( Src::Ref(D::$variant(v)) => Ok(D::$variant(map1(v, |$x| $e))), )+
+            $( Src::Own(D::$variant(mut v)) => {
+                map1_mut(&mut v, |$x| $e);
+                Ok(D::$variant(v))
+            } )+
+            other => Err(other),
+        }
+    }};
+}
+pub(crate) use same_map;
 
 pub(crate) use scalar_ops::{daz32, daz64};
 

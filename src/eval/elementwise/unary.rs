@@ -4,19 +4,25 @@
 //! exact value, within a few ULP of XLA:CPU's own approximations).
 
 use super::int::XInt;
-use super::{check_same_dims, daz32, daz64, map1, result_shape, ty_bits, Minifloat};
-use crate::eval::{err, EvalError, KResult, Value};
+use super::{
+    check_same_dims, daz32, daz64, map1, map1_mut, result_shape, same_map, ty_bits, Minifloat, Src,
+};
+use crate::eval::{err, KResult, Value};
 use crate::hlo::{ArrayData, ElementType, Instruction, UnaryOp};
 use half::{bf16, f16};
 use num_complex::Complex;
 
 /// Applies `f` (defined on f64) to every element of a float array, rounding once to its type.
-fn float_map<F>(data: &ArrayData, ty: ElementType, f: F) -> Option<ArrayData>
+fn float_map<F>(src: Src<'_>, ty: ElementType, f: F) -> Mapped<'_>
 where
     F: Fn(f64) -> f64 + Sync + Send,
 {
-    float_map_flush(data, ty, (true, true), f)
+    float_map_flush(src, ty, (true, true), f)
 }
+
+/// What a kernel arm gives: the result, or the operand back when the arm does not take its
+/// element type.
+type Mapped<'a> = Result<ArrayData, Src<'a>>;
 
 /// [`float_map`] with a choice, for f32-computed types and for f64: flushing reads subnormal
 /// inputs as ±0 and flushes subnormal results (XLA:CPU's DAZ/FTZ). XLA's own
@@ -24,101 +30,103 @@ where
 /// select, not arithmetic), so those keep subnormals (observed on the oracle fixtures
 /// unary_*_ops / unary_*_transcendental / unary_*_rounding).
 fn float_map_flush<F>(
-    data: &ArrayData,
+    src: Src<'_>,
     ty: ElementType,
     (flush32, flush64): (bool, bool),
     f: F,
-) -> Option<ArrayData>
+) -> Mapped<'_>
 where
     F: Fn(f64) -> f64 + Sync + Send,
 {
-    use ArrayData as D;
     let d32 = |x: f32| if flush32 { daz32(x) } else { x };
     let d64 = |x: f64| if flush64 { daz64(x) } else { x };
-    Some(match data {
-        D::F32(v) => D::F32(map1(v, |x| d32(f(d32(x) as f64) as f32))),
-        D::F64(v) => D::F64(map1(v, |x| d64(f(d64(x))))),
+    if let (Src::Ref(ArrayData::Bits8(v)), true) = (&src, ty.is_narrow_float()) {
+        let mf = Minifloat::new(ty);
+        return Ok(ArrayData::Bits8(map1(v, |x| {
+            mf.encode(f(mf.decode(x) as f64))
+        })));
+    }
+    same_map!(src,
+        F32(x) => d32(f(d32(x) as f64) as f32),
+        F64(x) => d64(f(d64(x))),
         // Narrow floats: XLA computes in f32 and rounds the f32 result to the narrow type.
-        D::BF16(v) => D::BF16(map1(v, |x| {
-            bf16::from_f32(d32(f(d32(x.to_f32()) as f64) as f32))
-        })),
-        D::F16(v) => D::F16(map1(v, |x| f16::from_f32(f(x.to_f64()) as f32))),
-        D::Bits8(v) if ty.is_narrow_float() => {
-            let mf = Minifloat::new(ty);
-            D::Bits8(map1(v, |x| mf.encode(f(mf.decode(x) as f64))))
-        }
-        _ => return None,
-    })
+        BF16(x) => bf16::from_f32(d32(f(d32(x.to_f32()) as f64) as f32)),
+        F16(x) => f16::from_f32(f(x.to_f64()) as f32),
+    )
 }
 
 /// [`float_map`] for a function with its own f32 implementation `f32f` (vectorisable, see
 /// `crate::math::exp_f32`): f32, bf16 and f16 use it, f64 and the 8-bit formats use `f`.
 /// Flushing as [`float_map`].
-fn float_map_f32<F, G>(data: &ArrayData, ty: ElementType, f: F, f32f: G) -> Option<ArrayData>
+fn float_map_f32<F, G>(src: Src<'_>, ty: ElementType, f: F, f32f: G) -> Mapped<'_>
 where
     F: Fn(f64) -> f64 + Sync + Send,
     G: Fn(f32) -> f32 + Sync + Send,
 {
-    use ArrayData as D;
-    Some(match data {
-        D::F32(v) => D::F32(map1(v, |x| daz32(f32f(daz32(x))))),
-        D::BF16(v) => D::BF16(map1(v, |x| bf16::from_f32(daz32(f32f(daz32(x.to_f32())))))),
-        D::F16(v) => D::F16(map1(v, |x| f16::from_f32(f32f(x.to_f32())))),
-        _ => return float_map(data, ty, f),
-    })
+    same_map!(src,
+        F32(x) => daz32(f32f(daz32(x))),
+        BF16(x) => bf16::from_f32(daz32(f32f(daz32(x.to_f32())))),
+        F16(x) => f16::from_f32(f32f(x.to_f32())),
+    )
+    .or_else(|src| float_map(src, ty, f))
 }
 
 /// Sign-bit operations (abs, negate): XLA:CPU does them on the bits, so subnormals survive.
-fn float_bits_map<F>(data: &ArrayData, ty: ElementType, f: F) -> Option<ArrayData>
+fn float_bits_map<F>(src: Src<'_>, ty: ElementType, f: F) -> Mapped<'_>
 where
     F: Fn(f64) -> f64 + Sync + Send,
 {
-    use ArrayData as D;
-    Some(match data {
-        D::F32(v) => D::F32(map1(v, |x| f(x as f64) as f32)),
-        D::F64(v) => D::F64(map1(v, &f)),
-        D::BF16(v) => D::BF16(map1(v, |x| bf16::from_f64(f(x.to_f64())))),
-        D::F16(v) => D::F16(map1(v, |x| f16::from_f64(f(x.to_f64())))),
-        _ => return float_map(data, ty, f),
-    })
+    same_map!(src,
+        F32(x) => f(x as f64) as f32,
+        F64(x) => f(x),
+        BF16(x) => bf16::from_f64(f(x.to_f64())),
+        F16(x) => f16::from_f64(f(x.to_f64())),
+    )
+    .or_else(|src| float_map(src, ty, f))
 }
 
 /// Applies `f` (defined on Complex<f64>) to a complex array, rounding each part once.
-fn complex_map<F>(data: &ArrayData, f: F) -> Option<ArrayData>
+fn complex_map<F>(src: Src<'_>, f: F) -> Mapped<'_>
 where
     F: Fn(Complex<f64>) -> Complex<f64> + Sync + Send,
 {
-    use ArrayData as D;
-    Some(match data {
-        D::C64(v) => D::C64(map1(v, |z| {
+    same_map!(src,
+        C64(z) => {
             let r = f(Complex::new(z.re as f64, z.im as f64));
             Complex::new(r.re as f32, r.im as f32)
-        })),
-        D::C128(v) => D::C128(map1(v, &f)),
-        _ => return None,
-    })
+        },
+        C128(z) => f(z),
+    )
 }
 
-/// Applies an integer function to every integer storage type.
+/// The arms of [`int_map`]: `go` for a borrowed operand, `go_mut` for an owned one.
+macro_rules! int_arms {
+    ($src:expr, $go:ident, $go_mut:ident, $nbits:expr; $($v:ident),*) => {
+        match $src {
+            $( Src::Ref(ArrayData::$v(v)) => Ok(ArrayData::$v($go(v, $nbits))), )*
+            $( Src::Own(ArrayData::$v(mut v)) => {
+                $go_mut(&mut v, $nbits);
+                Ok(ArrayData::$v(v))
+            } )*
+            other => Err(other),
+        }
+    };
+}
+
+/// Applies an integer function to every integer storage type of a [`Src`] (in place when it
+/// is owned).
 macro_rules! int_map {
-    ($data:expr, $nbits:expr, |$x:ident, $bits:ident| $body:expr) => {{
-        use ArrayData as D;
+    ($src:expr, $nbits:expr, |$x:ident, $bits:ident| $body:expr) => {{
         #[allow(unused_variables)]
         fn go<T: XInt>(v: &[T], $bits: u32) -> Vec<T> {
             map1(v, |$x: T| $body)
         }
-        let nbits: u32 = $nbits;
-        match $data {
-            D::S8(v) => Some(D::S8(go(v, nbits))),
-            D::S16(v) => Some(D::S16(go(v, nbits))),
-            D::S32(v) => Some(D::S32(go(v, nbits))),
-            D::S64(v) => Some(D::S64(go(v, nbits))),
-            D::U8(v) => Some(D::U8(go(v, nbits))),
-            D::U16(v) => Some(D::U16(go(v, nbits))),
-            D::U32(v) => Some(D::U32(go(v, nbits))),
-            D::U64(v) => Some(D::U64(go(v, nbits))),
-            _ => None,
+        #[allow(unused_variables)]
+        fn go_mut<T: XInt>(v: &mut [T], $bits: u32) {
+            map1_mut(v, |$x: T| $body)
         }
+        let nbits: u32 = $nbits;
+        int_arms!($src, go, go_mut, nbits; S8, S16, S32, S64, U8, U16, U32, U64)
     }};
 }
 
@@ -139,37 +147,46 @@ pub fn unary(op: UnaryOp, ins: &Instruction, ops: &[&Value]) -> KResult {
     let a = x.as_array()?;
     let out = result_shape(ins)?;
     check_same_dims("the operand", &a.shape, &out.dims)?;
-    let data = unary_data(op, &a.data, a.shape.ty, out.ty)?;
+    let data = unary_data(op, Src::Ref(&a.data), a.shape.ty, out.ty).ok();
     super::finish(ins, a.shape.ty, out, data)
 }
 
-/// The kernel proper: `None` when the op does not accept this element type.
-pub(crate) fn unary_data(
+/// The kernel proper: the operand back (`Err`) when the op does not accept its element
+/// type. An owned operand of the result's storage type is overwritten with the result.
+pub(crate) fn unary_data<'a>(
     op: UnaryOp,
-    data: &ArrayData,
+    src: Src<'a>,
     ty: ElementType,
     out_ty: ElementType,
-) -> Result<Option<ArrayData>, EvalError> {
+) -> Mapped<'a> {
     use ArrayData as D;
     use UnaryOp as O;
-    let fl = |f: fn(f64) -> f64| float_map(data, ty, f);
+    let fl = |src, f: fn(f64) -> f64| float_map(src, ty, f);
     // The logical width (sub-byte integer types are narrower than their storage).
     let nbits = ty_bits(ty);
-    Ok(match op {
-        O::Abs => match data {
-            D::C64(v) => Some(D::F32(map1(v, |z| {
-                Complex::new(z.re as f64, z.im as f64).norm() as f32
-            }))),
-            D::C128(v) => Some(D::F64(map1(v, |z| z.norm()))),
-            _ => float_bits_map(data, ty, f64::abs)
-                .or_else(|| int_map!(data, nbits, |x, bits| x.wabs())),
-        },
-        O::Negate => float_bits_map(data, ty, |x| -x)
-            .or_else(|| complex_map(data, |z| -z))
-            .or_else(|| int_map!(data, nbits, |x, bits| x.wneg())),
-        O::Sign => fl(float_sign)
-            .or_else(|| {
-                complex_map(data, |z| {
+    // Results of another storage type than the operand's: always a new buffer.
+    let other_type = |src: Src<'a>, r: Option<ArrayData>| r.ok_or(src);
+    match op {
+        O::Abs => {
+            let complex = match src.data() {
+                D::C64(v) => Some(D::F32(map1(v, |z| {
+                    Complex::new(z.re as f64, z.im as f64).norm() as f32
+                }))),
+                D::C128(v) => Some(D::F64(map1(v, |z| z.norm()))),
+                _ => None,
+            };
+            match complex {
+                Some(d) => Ok(d),
+                None => float_bits_map(src, ty, f64::abs)
+                    .or_else(|s| int_map!(s, nbits, |x, bits| x.wabs())),
+            }
+        }
+        O::Negate => float_bits_map(src, ty, |x| -x)
+            .or_else(|s| complex_map(s, |z| -z))
+            .or_else(|s| int_map!(s, nbits, |x, bits| x.wneg())),
+        O::Sign => fl(src, float_sign)
+            .or_else(|s| {
+                complex_map(s, |z| {
                     let n = z.norm();
                     if n == 0.0 || n.is_nan() {
                         if n.is_nan() {
@@ -182,70 +199,72 @@ pub(crate) fn unary_data(
                     }
                 })
             })
-            .or_else(|| int_map!(data, nbits, |x, bits| x.sign())),
-        O::Floor => fl(f64::floor),
-        O::Ceil => fl(f64::ceil),
-        O::RoundNearestAfz => fl(f64::round),
-        O::RoundNearestEven => fl(f64::round_ties_even),
-        O::Sqrt => fl(f64::sqrt).or_else(|| complex_map(data, |z| z.sqrt())),
-        O::Rsqrt => fl(|x| 1.0 / x.sqrt()).or_else(|| complex_map(data, |z| z.sqrt().inv())),
-        O::Cbrt => float_map_flush(data, ty, (true, true), libm::cbrt),
-        O::Exp => float_map_f32(data, ty, f64::exp, crate::math::exp_f32::exp_f32)
-            .or_else(|| complex_map(data, |z| z.exp())),
-        O::Expm1 => float_map_flush(data, ty, (false, false), f64::exp_m1)
-            .or_else(|| complex_map(data, complex_expm1)),
-        O::Log => fl(f64::ln).or_else(|| complex_map(data, |z| z.ln())),
-        O::Log1p => fl(f64::ln_1p).or_else(|| complex_map(data, |z| (z + 1.0).ln())),
-        O::Logistic => super::logistic::logistic(data, ty)
-            .or_else(|| complex_map(data, |z| (Complex::new(1.0, 0.0) + (-z).exp()).inv())),
-        O::Tanh => float_map_flush(data, ty, (false, true), f64::tanh)
-            .or_else(|| complex_map(data, |z| z.tanh())),
-        O::Sin => float_map_flush(data, ty, (false, false), f64::sin)
-            .or_else(|| complex_map(data, |z| z.sin())),
-        O::Cos => fl(f64::cos).or_else(|| complex_map(data, |z| z.cos())),
-        O::Tan => float_map_flush(data, ty, (false, false), f64::tan)
-            .or_else(|| complex_map(data, |z| z.tan())),
-        O::Erf => fl(libm::erf),
-        O::IsFinite => match data {
-            D::F32(v) => Some(D::Pred(map1(v, |x| x.is_finite()))),
-            D::F64(v) => Some(D::Pred(map1(v, |x| x.is_finite()))),
-            D::BF16(v) => Some(D::Pred(map1(v, |x| x.is_finite()))),
-            D::F16(v) => Some(D::Pred(map1(v, |x| x.is_finite()))),
-            D::Bits8(v) if ty.is_narrow_float() => {
-                let mf = Minifloat::new(ty);
-                Some(D::Pred(map1(v, |x| mf.decode(x).is_finite())))
-            }
-            _ => None,
-        },
-        O::Not => match data {
-            D::Pred(v) => Some(D::Pred(map1(v, |x| !x))),
-            _ => int_map!(data, nbits, |x, bits| x.not()),
-        },
-        O::Popcnt => int_map!(data, nbits, |x, bits| {
+            .or_else(|s| int_map!(s, nbits, |x, bits| x.sign())),
+        O::Floor => fl(src, f64::floor),
+        O::Ceil => fl(src, f64::ceil),
+        O::RoundNearestAfz => fl(src, f64::round),
+        O::RoundNearestEven => fl(src, f64::round_ties_even),
+        O::Sqrt => fl(src, f64::sqrt).or_else(|s| complex_map(s, |z| z.sqrt())),
+        O::Rsqrt => fl(src, |x| 1.0 / x.sqrt()).or_else(|s| complex_map(s, |z| z.sqrt().inv())),
+        O::Cbrt => float_map_flush(src, ty, (true, true), libm::cbrt),
+        O::Exp => float_map_f32(src, ty, f64::exp, crate::math::exp_f32::exp_f32)
+            .or_else(|s| complex_map(s, |z| z.exp())),
+        O::Expm1 => float_map_flush(src, ty, (false, false), f64::exp_m1)
+            .or_else(|s| complex_map(s, complex_expm1)),
+        O::Log => fl(src, f64::ln).or_else(|s| complex_map(s, |z| z.ln())),
+        O::Log1p => fl(src, f64::ln_1p).or_else(|s| complex_map(s, |z| (z + 1.0).ln())),
+        O::Logistic => {
+            let r = super::logistic::logistic(src.data(), ty);
+            other_type(src, r)
+                .or_else(|s| complex_map(s, |z| (Complex::new(1.0, 0.0) + (-z).exp()).inv()))
+        }
+        O::Tanh => float_map_flush(src, ty, (false, true), f64::tanh)
+            .or_else(|s| complex_map(s, |z| z.tanh())),
+        O::Sin => float_map_flush(src, ty, (false, false), f64::sin)
+            .or_else(|s| complex_map(s, |z| z.sin())),
+        O::Cos => fl(src, f64::cos).or_else(|s| complex_map(s, |z| z.cos())),
+        O::Tan => float_map_flush(src, ty, (false, false), f64::tan)
+            .or_else(|s| complex_map(s, |z| z.tan())),
+        O::Erf => fl(src, libm::erf),
+        O::IsFinite => {
+            let r = match src.data() {
+                D::F32(v) => Some(D::Pred(map1(v, |x| x.is_finite()))),
+                D::F64(v) => Some(D::Pred(map1(v, |x| x.is_finite()))),
+                D::BF16(v) => Some(D::Pred(map1(v, |x| x.is_finite()))),
+                D::F16(v) => Some(D::Pred(map1(v, |x| x.is_finite()))),
+                D::Bits8(v) if ty.is_narrow_float() => {
+                    let mf = Minifloat::new(ty);
+                    Some(D::Pred(map1(v, |x| mf.decode(x).is_finite())))
+                }
+                _ => None,
+            };
+            other_type(src, r)
+        }
+        O::Not => same_map!(src, Pred(x) => !x).or_else(|s| int_map!(s, nbits, |x, bits| x.not())),
+        O::Popcnt => int_map!(src, nbits, |x, bits| {
             if bits < T::BITS {
                 T::from_i128(x.to_i128() & ((1i128 << bits) - 1)).popcnt()
             } else {
                 x.popcnt()
             }
         }),
-        O::Clz => int_map!(data, nbits, |x, bits| x.clz(bits)),
+        O::Clz => int_map!(src, nbits, |x, bits| x.clz(bits)),
         O::Real | O::Imag => {
             let real = op == O::Real;
-            match data {
+            let r = match src.data() {
                 D::C64(v) => Some(D::F32(map1(v, |z| if real { z.re } else { z.im }))),
                 D::C128(v) => Some(D::F64(map1(v, |z| if real { z.re } else { z.im }))),
-                _ if ty.is_float() => {
-                    if real {
-                        Some(data.clone())
-                    } else {
-                        // imag of a real number is +0 of the same type.
-                        Some(ArrayData::zeros(out_ty, data_len(data)))
-                    }
-                }
+                d if ty.is_float() => Some(if real {
+                    d.clone()
+                } else {
+                    // imag of a real number is +0 of the same type.
+                    ArrayData::zeros(out_ty, data_len(d))
+                }),
                 _ => None,
-            }
+            };
+            other_type(src, r)
         }
-    })
+    }
 }
 
 fn complex_expm1(z: Complex<f64>) -> Complex<f64> {
