@@ -9,8 +9,10 @@ Run with the oracle's Python (see ../shared/tools/setup-oracle.sh):
    warm-up) of models/hlo/bench_{elementwise_16m,dot_1024,reduce_16m}.hlo and the spelled-out
    BERT corpus module, and rewrites tests/fixtures/bench/xla_cpu_times.json.
 2. hlosim in-process: `cargo bench --bench eval` (criterion, release), mean per iteration.
-3. hlosim whole process: `target/release/hlosim run MODULE --args A.npz` wall time (median of
-   5), on the same arguments XLA got (BERT: the original module with its AwsNeuron custom calls).
+3. hlosim whole process: `target/release/hlosim run MODULE --args A.npz -o OUT.npz` wall time
+   (median of 5: reading the arguments, evaluating, writing the outputs), on the same arguments
+   XLA got (BERT: the original module with its AwsNeuron custom calls), and for BERT also
+   `hlosim diff MODULE` (the main job: passes, both runs, comparison; its own random inputs).
 
 Prints one table: each hlosim figure and its ratio to XLA:CPU's execute time and to its
 compile + execute time (ratio < 1: hlosim is faster). All figures come from this one command,
@@ -60,15 +62,20 @@ def criterion_mean_s(bench_id):
         return json.load(f)["mean"]["point_estimate"] * 1e-9
 
 
-def whole_process_s(module, npz, reps=5):
-    exe = os.path.join(REPO, "target", "release", "hlosim")
+def median_wall_s(argv, reps=5):
     times = []
     for _ in range(reps):
         t = time.perf_counter()
-        subprocess.run([exe, "run", module, "--args", npz], check=True, cwd=REPO,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+EXE = os.path.join(REPO, "target", "release", "hlosim")
+
+
+def whole_process_s(module, npz, out):
+    return median_wall_s([EXE, "run", module, "--args", npz, "-o", out])
 
 
 def main(argv):
@@ -95,11 +102,17 @@ def main(argv):
             npz = os.path.join(tmp, key + ".npz")
             common.save_npz(npz, "arg", arguments(key))
             inproc = criterion_mean_s(bench_id)
-            whole = whole_process_s(module, npz)
+            out = os.path.join(tmp, key + "_out.npz")
+            whole = whole_process_s(module, npz, out)
             total = x["compile_s"] + x["execute_median_s"]
             print(f"| {key} | {x['compile_s'] * 1e3:.1f} ms | {x['execute_median_s'] * 1e3:.1f} ms "
                   f"| {inproc * 1e3:.1f} ms | {inproc / x['execute_median_s']:.2f} "
                   f"| {whole * 1e3:.1f} ms | {whole / total:.2f} |", flush=True)
+            if key == "bert_fwd_bwd":
+                diff = median_wall_s([EXE, "diff", module])
+                print(f"| {key}: `hlosim diff` | {x['compile_s'] * 1e3:.1f} ms "
+                      f"| {x['execute_median_s'] * 1e3:.1f} ms | | "
+                      f"| {diff * 1e3:.1f} ms | {diff / total:.2f} |", flush=True)
             os.remove(npz)
 
 

@@ -6,6 +6,7 @@ use super::excerpt;
 use super::npy::{self, NpyDtype};
 use super::IoError;
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType, Module, Shape};
+use rayon::prelude::*;
 use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 
@@ -282,7 +283,7 @@ pub fn read_args(m: &Module, src: &ArgSource) -> Result<Vec<ArrayLiteral>, IoErr
             .collect::<Result<_, _>>()?,
         ArgSource::Npz(path) => {
             let shown = path.display().to_string();
-            let mut zip = open_archive(path)?;
+            let zip = open_archive(path)?;
             let names: Vec<String> = zip.file_names().map(str::to_string).collect();
             let mut by_index: Vec<Option<String>> = vec![None; params.len()];
             let mut unknown = Vec::new();
@@ -310,14 +311,24 @@ pub fn read_args(m: &Module, src: &ArgSource) -> Result<Vec<ArrayLiteral>, IoErr
                 }
                 return Err(IoError::new(format!("{msg}; {}", expected_list(&params))));
             }
-            let mut given = Vec::with_capacity(params.len());
-            for (j, name) in by_index.into_iter().flatten().enumerate() {
-                let what = format!("{shown}, array 'arg{j}'");
-                let (a, d) =
-                    read_member(&mut zip, &shown, &name, member_limit(&params[j].1), &what)?;
-                given.push((what, a, d));
-            }
-            given
+            drop(zip);
+            // Members are read concurrently, each through its own handle on the archive (a
+            // stored member is one large read into its buffer, an inflated one is CPU-bound);
+            // the first failing member in argument order is the error reported.
+            let members: Vec<(usize, String)> =
+                by_index.into_iter().flatten().enumerate().collect();
+            members
+                .par_iter()
+                .map(|(j, name)| {
+                    let mut zip = open_archive(path)?;
+                    let what = format!("{shown}, array 'arg{j}'");
+                    let limit = member_limit(&params[*j].1);
+                    let (a, d) = read_member(&mut zip, &shown, name, limit, &what)?;
+                    Ok((what, a, d))
+                })
+                .collect::<Vec<Result<_, IoError>>>()
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()?
         }
     };
     fit_all(given, &params)
