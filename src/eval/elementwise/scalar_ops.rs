@@ -30,19 +30,22 @@
 use half::{bf16, f16};
 
 /// Flushes an f32 subnormal to zero of the same sign (DAZ on inputs, FTZ on results).
+/// Written as a compare and a select on the magnitude (zeros map to themselves, NaN and
+/// infinities compare false), not `is_subnormal`'s classification: the same function, but one
+/// that loops vectorise (a 16M-element f32 sum ran 16x slower through `is_subnormal`).
 #[inline(always)]
 pub(crate) fn daz32(x: f32) -> f32 {
-    if x.is_subnormal() {
+    if x.abs() < f32::MIN_POSITIVE {
         0f32.copysign(x)
     } else {
         x
     }
 }
 
-/// Flushes an f64 subnormal to zero of the same sign.
+/// Flushes an f64 subnormal to zero of the same sign (as [`daz32`]).
 #[inline(always)]
 pub(crate) fn daz64(x: f64) -> f64 {
-    if x.is_subnormal() {
+    if x.abs() < f64::MIN_POSITIVE {
         0f64.copysign(x)
     } else {
         x
@@ -307,6 +310,54 @@ pub(crate) fn compare_key_wide(ty: crate::hlo::ElementType, x: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::hlo::ElementType;
+
+    #[test]
+    fn flushing_is_exactly_the_subnormal_classification() {
+        // Every 251st f32 bit pattern plus both signs of the boundary patterns: the
+        // vectorisable form must flush exactly the subnormals, keeping sign, and leave every
+        // other value (zeros, normals, infinities, NaN payloads) bit for bit.
+        let edges = [
+            0u32,
+            1,
+            0x007f_ffff,
+            0x0080_0000,
+            0x7f80_0000,
+            0x7fc0_0001,
+            0x7f80_0001,
+        ];
+        let patterns = (0..=u32::MAX / 251)
+            .map(|k| k * 251)
+            .chain(edges.iter().flat_map(|&e| [e, e | 0x8000_0000]));
+        for b in patterns {
+            let x = f32::from_bits(b);
+            let want = if x.is_subnormal() {
+                0f32.copysign(x)
+            } else {
+                x
+            };
+            assert_eq!(daz32(x).to_bits(), want.to_bits(), "{b:#010x}");
+        }
+        let edges64 = [
+            0u64,
+            1,
+            0x000f_ffff_ffff_ffff,
+            0x0010_0000_0000_0000,
+            0x7ff0_0000_0000_0000,
+            0x7ff8_0000_0000_0001,
+            0x3ff0_0000_0000_0000,
+        ];
+        for e in edges64 {
+            for b in [e, e | (1 << 63)] {
+                let x = f64::from_bits(b);
+                let want = if x.is_subnormal() {
+                    0f64.copysign(x)
+                } else {
+                    x
+                };
+                assert_eq!(daz64(x).to_bits(), want.to_bits(), "{b:#018x}");
+            }
+        }
+    }
 
     /// Values from the oracle fixtures subnormal_* (XLA:CPU): m is the smallest normal of
     /// the type, a = m/4.
