@@ -80,7 +80,7 @@ fn run_section(title: &str, s: &EvalStats, m: MemoryFigures) -> String {
         "  {:<38} {:>9} {:>7}",
         "own time by op family", "ms", "share"
     );
-    for f in TimeFamily::ALL {
+    for f in TimeFamily::all() {
         let t = s.time(f);
         if t.is_zero() {
             continue;

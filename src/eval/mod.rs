@@ -612,7 +612,6 @@ impl<'m> Evaluator<'m> {
             None
         };
         if donated.is_some() {
-            self.stats.instructions += 1;
             self.stats.in_place += 1;
         }
         let slots = &mut frame.slots;
@@ -685,9 +684,11 @@ impl<'m> Evaluator<'m> {
                 }
             };
             let r = r.map_err(|e| e.at(comp, ins))?;
-            self.stats.instructions += 1;
             self.hooks.cast_result(module, c, id, r)
         };
+        if ins.opcode != Opcode::Parameter {
+            self.stats.instructions += 1;
+        }
         if let Some((t, nested_before)) = started {
             let nested = self.stats.timed_nanos() - nested_before;
             let own = (t.elapsed().as_nanos() as u64).saturating_sub(nested);
@@ -726,8 +727,8 @@ impl<'m> Evaluator<'m> {
             let Some(&o) = ins.operands.get(k) else {
                 continue;
             };
+            // One use left means this is the only read, also within this instruction.
             let qualifies = frame.remaining[o.index()] == 1
-                && ins.operands.iter().filter(|&&x| x == o).count() == 1
                 && matches!(&frame.slots[o.index()], Some(Value::Array(a))
                     if Arc::strong_count(a) == 1 && a.shape.same_dims_and_type(out));
             if !qualifies {

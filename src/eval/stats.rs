@@ -12,74 +12,52 @@ use crate::hlo::{OpFamily, Opcode};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Where evaluator time is attributed: the opcode families of the op table
-/// ([`OpFamily`]), plus fused elementwise groups, which run several of them at once.
+/// Where evaluator time is attributed: the opcode families of the op table, plus fused
+/// elementwise groups, which run several of them at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeFamily {
     Fused,
-    Unary,
-    Binary,
-    Ternary,
-    DataMovement,
-    Reduction,
-    Contraction,
-    ControlFlow,
-    Collective,
-    Random,
-    Other,
+    Op(OpFamily),
 }
+
+/// How many [`TimeFamily`] values there are.
+const FAMILIES: usize = 1 + OpFamily::ALL.len();
 
 impl TimeFamily {
     /// Every family, in report order.
-    pub const ALL: [TimeFamily; 11] = [
-        TimeFamily::Fused,
-        TimeFamily::Unary,
-        TimeFamily::Binary,
-        TimeFamily::Ternary,
-        TimeFamily::DataMovement,
-        TimeFamily::Reduction,
-        TimeFamily::Contraction,
-        TimeFamily::ControlFlow,
-        TimeFamily::Collective,
-        TimeFamily::Random,
-        TimeFamily::Other,
-    ];
+    pub fn all() -> impl Iterator<Item = TimeFamily> {
+        std::iter::once(TimeFamily::Fused).chain(OpFamily::ALL.into_iter().map(TimeFamily::Op))
+    }
 
     /// The family an instruction's own time counts under.
     pub fn of(op: Opcode) -> TimeFamily {
-        match op.family() {
-            OpFamily::Unary => TimeFamily::Unary,
-            OpFamily::Binary => TimeFamily::Binary,
-            OpFamily::Ternary => TimeFamily::Ternary,
-            OpFamily::DataMovement => TimeFamily::DataMovement,
-            OpFamily::Reduction => TimeFamily::Reduction,
-            OpFamily::Contraction => TimeFamily::Contraction,
-            OpFamily::ControlFlow => TimeFamily::ControlFlow,
-            OpFamily::Collective => TimeFamily::Collective,
-            OpFamily::Random => TimeFamily::Random,
-            OpFamily::Other => TimeFamily::Other,
-        }
+        TimeFamily::Op(op.family())
     }
 
     /// How the report names the family.
     pub fn label(self) -> &'static str {
         match self {
             TimeFamily::Fused => "fused elementwise groups",
-            TimeFamily::Unary => "unary elementwise",
-            TimeFamily::Binary => "binary elementwise",
-            TimeFamily::Ternary => "select, clamp",
-            TimeFamily::DataMovement => "data movement",
-            TimeFamily::Reduction => "reductions",
-            TimeFamily::Contraction => "dot, convolution",
-            TimeFamily::ControlFlow => "control flow (own time)",
-            TimeFamily::Collective => "collectives",
-            TimeFamily::Random => "random numbers",
-            TimeFamily::Other => "other (custom calls, constants, ...)",
+            TimeFamily::Op(f) => match f {
+                OpFamily::Unary => "unary elementwise",
+                OpFamily::Binary => "binary elementwise",
+                OpFamily::Ternary => "select, clamp",
+                OpFamily::DataMovement => "data movement",
+                OpFamily::Reduction => "reductions",
+                OpFamily::Contraction => "dot, convolution",
+                OpFamily::ControlFlow => "control flow (own time)",
+                OpFamily::Collective => "collectives",
+                OpFamily::Random => "random numbers",
+                OpFamily::Other => "other (custom calls, constants, ...)",
+            },
         }
     }
 
     fn index(self) -> usize {
-        self as usize
+        match self {
+            TimeFamily::Fused => 0,
+            TimeFamily::Op(f) => 1 + f as usize,
+        }
     }
 }
 
@@ -98,7 +76,7 @@ pub struct EvalStats {
     /// Evaluator time per [`TimeFamily`] in nanoseconds, each instruction's own time: a
     /// called computation's instructions count under their own families, not the caller's.
     /// All zero unless the run was timed (a [`StatsSink`] on its replica).
-    pub nanos: [u64; TimeFamily::ALL.len()],
+    pub nanos: [u64; FAMILIES],
 }
 
 impl EvalStats {
@@ -186,5 +164,22 @@ impl StatsSink {
     /// Everything reported so far.
     pub fn total(&self) -> EvalStats {
         self.total.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_has_its_own_counter() {
+        for (i, f) in OpFamily::ALL.into_iter().enumerate() {
+            assert_eq!(f as usize, i, "OpFamily::ALL is in declaration order");
+        }
+        let mut seen = [false; FAMILIES];
+        for f in TimeFamily::all() {
+            assert!(!std::mem::replace(&mut seen[f.index()], true), "{f:?}");
+        }
+        assert!(seen.iter().all(|&s| s));
     }
 }

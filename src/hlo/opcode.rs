@@ -36,6 +36,22 @@ pub enum OpFamily {
     Other,
 }
 
+impl OpFamily {
+    /// Every family, in declaration order (`ALL[f as usize] == f`).
+    pub const ALL: [OpFamily; 10] = [
+        OpFamily::Unary,
+        OpFamily::Binary,
+        OpFamily::Ternary,
+        OpFamily::DataMovement,
+        OpFamily::Reduction,
+        OpFamily::Contraction,
+        OpFamily::ControlFlow,
+        OpFamily::Collective,
+        OpFamily::Random,
+        OpFamily::Other,
+    ];
+}
+
 /// Which kind of Neuron engine work an opcode is, for the device cost model
 /// (`device::cost::placement` maps each class to an engine). Kept here, not in the cost
 /// model, so a new opcode states its cost where it is declared.

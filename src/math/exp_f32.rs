@@ -84,22 +84,21 @@ mod tests {
         d != 0
     }
 
+    /// Checks every input of a 16-bit format (`decode` maps its bits to f32).
+    fn every_16_bit_input(format: &str, decode: fn(u16) -> f32) {
+        let differ = (0..=u16::MAX).filter(|&b| check(decode(b))).count();
+        eprintln!("{format}: {differ} of 65536 inputs differ from f64::exp by an ulp");
+        assert_eq!(differ, 0, "{format} inputs that differ by an ulp");
+    }
+
     #[test]
     fn every_bf16_input() {
-        let differ = (0..=u16::MAX)
-            .filter(|&b| check(bf16::from_bits(b).to_f32()))
-            .count();
-        eprintln!("bf16: {differ} of 65536 inputs differ from f64::exp by an ulp");
-        assert_eq!(differ, 0, "bf16 inputs that differ by an ulp");
+        every_16_bit_input("bf16", |b| bf16::from_bits(b).to_f32());
     }
 
     #[test]
     fn every_f16_input() {
-        let differ = (0..=u16::MAX)
-            .filter(|&b| check(f16::from_bits(b).to_f32()))
-            .count();
-        eprintln!("f16: {differ} of 65536 inputs differ from f64::exp by an ulp");
-        assert_eq!(differ, 0, "f16 inputs that differ by an ulp");
+        every_16_bit_input("f16", |b| f16::from_bits(b).to_f32());
     }
 
     #[test]

@@ -33,6 +33,17 @@ fn write_chain_args(path: &Path, n: usize) {
     write_npz(path, &[("arg0".into(), &a0), ("arg1".into(), &a1)]).unwrap();
 }
 
+/// `hlosim run D/m.hlo --args D/a.npz --stats EXTRA...`, which must succeed; its stderr.
+fn run_with_stats(d: &Path, extra: &[&str]) -> String {
+    let (m, a) = (d.join("m.hlo"), d.join("a.npz"));
+    let mut args = vec!["run", s(&m), "--args", s(&a), "--stats"];
+    args.extend_from_slice(extra);
+    let o = hlosim(&args);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    e
+}
+
 /// The exact byte count a stats line gives in parentheses: `NAME ... (N bytes...`.
 fn bytes_on(report: &str, name: &str) -> u64 {
     let line = report
@@ -63,15 +74,7 @@ fn run_stats_report_time_fused_groups_and_liveness_figures() {
     write_chain_args(&d.join("a.npz"), n);
     let mb = (n * n * 4) as u64;
     // Fused: the arguments and the output are the only buffers (2 + 1 arrays).
-    let o = hlosim(&[
-        "run",
-        s(&d.join("m.hlo")),
-        "--args",
-        s(&d.join("a.npz")),
-        "--stats",
-    ]);
-    let e = stderr(&o);
-    assert!(o.status.success(), "{e}");
+    let e = run_with_stats(&d, &[]);
     for part in [
         "stats: reference run",
         "fused elementwise groups",
@@ -87,16 +90,7 @@ fn run_stats_report_time_fused_groups_and_liveness_figures() {
     // arguments x, y are held for the whole run. Live while each result is computed:
     // a: x y a; m: x y a m; e: x y m e; c: x y e c; s: x y e c s. The peak is at s: 4 f32
     // arrays and the pred c (a quarter of one). Allocated: x, y, a, m, e, s and c.
-    let o = hlosim(&[
-        "run",
-        s(&d.join("m.hlo")),
-        "--args",
-        s(&d.join("a.npz")),
-        "--stats",
-        "--no-fusion",
-    ]);
-    let e = stderr(&o);
-    assert!(o.status.success(), "{e}");
+    let e = run_with_stats(&d, &["--no-fusion"]);
     assert!(
         e.contains("5 one by one (0 of them into an operand's buffer), 0 in 0 fused group(s)"),
         "{e}"
@@ -116,17 +110,8 @@ fn peak_resident_memory_of_a_fused_chain_stays_near_inputs_plus_output() {
     let n = 2048;
     let d = scratch_dir("stats", "rss", &chain(n));
     write_chain_args(&d.join("a.npz"), n);
-    let o = hlosim(&[
-        "run",
-        s(&d.join("m.hlo")),
-        "--args",
-        s(&d.join("a.npz")),
-        "-o",
-        s(&d.join("o.npz")),
-        "--stats",
-    ]);
-    let e = stderr(&o);
-    assert!(o.status.success(), "{e}");
+    let out = d.join("o.npz");
+    let e = run_with_stats(&d, &["-o", s(&out)]);
     let io_bytes = 3 * (n * n * 4) as u64;
     let (peak, start) = rss_on(&e);
     let grown = peak - start;

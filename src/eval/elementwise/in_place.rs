@@ -53,10 +53,6 @@ pub(crate) fn eval(
         return Outcome::Declined(donor);
     };
     let ArrayLiteral { shape, data } = donor;
-    let give_back = |data| ArrayLiteral {
-        shape: shape.clone(),
-        data,
-    };
     let result = if let Some(op) = ins.opcode.as_unary() {
         super::unary::unary_data(op, Src::Own(data), shape.ty, out.ty).map_err(|s| match s {
             Src::Own(d) => d,
@@ -79,7 +75,7 @@ pub(crate) fn eval(
             shape: out.clone(),
             data,
         }))),
-        Err(data) => Outcome::Declined(give_back(data)),
+        Err(data) => Outcome::Declined(ArrayLiteral { shape, data }),
     }
 }
 
