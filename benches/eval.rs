@@ -110,5 +110,74 @@ fn bert(c: &mut Criterion) {
     bench_with(c, "bert_fwd_bwd_corpus_unfused", &t, 10, unfused());
 }
 
-criterion_group!(benches, elementwise, reduce, dot, bert);
+/// Elements of each transcendental bench: 16 MiB of f32, large enough to split across threads.
+const TRANSCENDENTAL_LEN: usize = 1 << 22;
+
+/// Each f32 transcendental with a kernel in `hlosim::math`, evaluated over 4M elements in
+/// (0, 4), next to its same-process baseline: the f64 library function the kernel replaces,
+/// rounded to f32, over the same elements on the same rayon pool (what the evaluator ran
+/// before). The ratio of the two is the kernel's speed-up.
+fn transcendentals(c: &mut Criterion) {
+    use rayon::prelude::*;
+    let x: Vec<f32> = (0..TRANSCENDENTAL_LEN)
+        .map(|i| 0.001 + (i % 4000) as f32 / 1000.0)
+        .collect();
+    let y: Vec<f32> = x.iter().map(|v| v * 0.75 - 1.0).collect();
+    let n = TRANSCENDENTAL_LEN;
+    type Libm = fn(f32, f32) -> f32;
+    let cases: [(&str, &str, Libm); 10] = [
+        ("exponential", "exponential(x)", |a, _| {
+            (a as f64).exp() as f32
+        }),
+        ("log", "log(x)", |a, _| (a as f64).ln() as f32),
+        ("log-plus-one", "log-plus-one(x)", |a, _| {
+            (a as f64).ln_1p() as f32
+        }),
+        ("tanh", "tanh(x)", |a, _| (a as f64).tanh() as f32),
+        ("sine", "sine(x)", |a, _| (a as f64).sin() as f32),
+        ("cosine", "cosine(x)", |a, _| (a as f64).cos() as f32),
+        ("erf", "erf(x)", |a, _| libm::erf(a as f64) as f32),
+        ("sqrt", "sqrt(x)", |a, _| (a as f64).sqrt() as f32),
+        ("rsqrt", "rsqrt(x)", |a, _| (1.0 / (a as f64).sqrt()) as f32),
+        ("power", "power(x, y)", |a, b| {
+            (a as f64).powf(b as f64) as f32
+        }),
+    ];
+    let mut g = c.benchmark_group("transcendental");
+    g.sample_size(10);
+    for (name, expr, libm) in cases {
+        let text = format!(
+            "HloModule t\nENTRY e {{\n  x = f32[{n}] parameter(0)\n  y = f32[{n}] parameter(1)\n  \
+             ROOT r = f32[{n}] {}\n}}\n",
+            expr.replace("(x", &format!("(f32[{n}] x"))
+                .replace(", y", &format!(", f32[{n}] y"))
+        );
+        let m = parse_module(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let args = [&x, &y].map(|v| {
+            Value::array(ArrayLiteral {
+                shape: hlosim::hlo::ArrayShape::new(hlosim::hlo::ElementType::F32, vec![n as i64]),
+                data: ArrayData::F32(v.clone()),
+            })
+        });
+        g.bench_function(format!("{name}_4m_f32"), |b| {
+            b.iter(|| {
+                Evaluator::new(&m)
+                    .run(args.to_vec())
+                    .unwrap_or_else(|e| panic!("{name}: {e}"))
+            })
+        });
+        g.bench_function(format!("{name}_4m_f32_libm_baseline"), |b| {
+            b.iter(|| {
+                x.par_iter()
+                    .with_min_len(1 << 13)
+                    .zip(y.par_iter())
+                    .map(|(&a, &b)| libm(a, b))
+                    .collect::<Vec<f32>>()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, elementwise, reduce, dot, bert, transcendentals);
 criterion_main!(benches);

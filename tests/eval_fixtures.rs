@@ -574,10 +574,11 @@ fn fixture_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// The fixture's outputs evaluated the old way (unfused, every result in a new buffer),
-/// unfused with results written into dying operands' buffers, and fused (tiles of 3
-/// elements, so every array of three or more elements is fused and most tiles are partial)
-/// on pools of 1 and 2 threads: all must be the same bits. Returns the fused groups and the
+/// The fixture's outputs evaluated the old way (unfused, every result in a new buffer, the
+/// elementwise loops' baseline build rather than their AVX2 one), unfused with results
+/// written into dying operands' buffers, and fused (tiles of 3 elements, so every array of
+/// three or more elements is fused and most tiles are partial) on pools of 1 and 2 threads:
+/// all must be the same bits. Returns the fused groups and the
 /// in-place instructions run.
 fn fused_matches_unfused(dir: &Path) -> Result<(u64, u64), String> {
     let text = std::fs::read_to_string(dir.join("module.hlo"))
@@ -591,7 +592,8 @@ fn fused_matches_unfused(dir: &Path) -> Result<(u64, u64), String> {
     };
     let args = read_args(&m, &src).map_err(|e| format!("arguments: {e}"))?;
     type Run = (Vec<ArrayLiteral>, hlosim::eval::EvalStats);
-    let run = |fusion: bool, in_place: bool, threads: usize| -> Result<Run, String> {
+    // `wide`: whether the elementwise loops may use their AVX2 build (`lanes`).
+    let run = |fusion: bool, in_place: bool, threads: usize, wide: bool| -> Result<Run, String> {
         let options = EvalOptions {
             fusion,
             fusion_tile: 3,
@@ -600,6 +602,7 @@ fn fused_matches_unfused(dir: &Path) -> Result<(u64, u64), String> {
         };
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
+            .start_handler(move |_| hlosim::eval::elementwise::set_wide_on_this_thread(wide))
             .build()
             .map_err(|e| e.to_string())?;
         pool.install(|| {
@@ -615,13 +618,13 @@ fn fused_matches_unfused(dir: &Path) -> Result<(u64, u64), String> {
             Ok((leaves, ev.stats().clone()))
         })
     };
-    let (plain, none) = run(false, false, 2)?;
+    let (plain, none) = run(false, false, 2, false)?;
     if none.fused_groups != 0 || none.in_place != 0 {
         return Err(format!("the old path fused or reused buffers: {none:?}"));
     }
-    let (in_place, reused) = run(false, true, 2)?;
-    let (one, fused) = run(true, true, 1)?;
-    let (two, _) = run(true, true, 2)?;
+    let (in_place, reused) = run(false, true, 2, true)?;
+    let (one, fused) = run(true, true, 1, true)?;
+    let (two, _) = run(true, true, 2, true)?;
     let variants = [
         ("unfused in place", &in_place),
         ("fused on 1 thread", &one),

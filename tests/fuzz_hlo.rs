@@ -203,6 +203,11 @@ fn regression_gather_collapsed_dim_slice_size_zero() {
     regression("gather_collapsed_dim_slice_size_zero");
 }
 
+#[test]
+fn regression_device_activation_result_shorter_than_operand() {
+    regression("device_activation_result_shorter_than_operand");
+}
+
 /// Runs the diff property on a long-run finding with the fuzzer's inputs for its seed (see
 /// each fixture's header for the failure and the fix).
 fn diff_regression(name: &str, seed: u64) {

@@ -305,6 +305,13 @@ impl ActEngine {
             .as_array()
             .cloned()
             .ok_or_else(|| EvalError::new("activation result must be an array"))?;
+        if out_shape.dims != x.shape.dims {
+            return err(format!(
+                "the result shape {} does not have the dimensions of operand 0 ({}): an \
+                 activation kernel maps elements one to one",
+                ins.shape, x.shape
+            ));
+        }
         let data = apply(table, &x.data, out_ty, n)?;
         Ok((
             Value::array(ArrayLiteral {

@@ -6,7 +6,10 @@
 //! kernels [`super::dispatch`] calls, on rank-1 arrays holding the tile's elements, and every
 //! kernel here is elementwise (element `i` of the result depends only on element `i` of each
 //! operand, or on a whole scalar operand). What fusion changes is memory traffic and
-//! allocation: intermediates live per tile, a 16M-element chain allocates its outputs only.
+//! allocation: intermediates live per tile, a 16M-element chain allocates its outputs only,
+//! and within a tile a member writes into the tile of an operand it reads for the last time
+//! (the in-place kernels of [`elementwise::in_place`], as unfused evaluation does with whole
+//! arrays), so a tile's scratch memory stays the same few buffers.
 //!
 //! Instructions XLA:CPU's numerics rules pair with others (excess precision's widened
 //! converts, contracted multiply-adds) are left unfused, as are instructions seen by hooks
@@ -14,12 +17,13 @@
 //! If a fused group fails, the evaluator reruns its instructions one by one, so errors name
 //! the instruction and shapes as the user wrote them.
 
-use super::elementwise::{self, PAR_THRESHOLD};
+use super::elementwise::{self, in_place, PAR_THRESHOLD};
 use super::{err, shape_ops, EvalError, KResult, Value};
 use crate::hlo::{
     ArrayData, ArrayLiteral, ArrayShape, Computation, InstrId, Instruction, Opcode, Shape,
 };
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// Elements per tile (and the smallest element count worth fusing) unless the options say
 /// otherwise: 8192 f32 elements are 32 KiB, so a five-instruction group's tiles stay in L2.
@@ -167,6 +171,50 @@ enum Source {
     Whole(InstrId),
 }
 
+/// Per member, the operand slot whose tile value its result may be written into (the
+/// evaluator's in-place rule, per tile): an earlier member's tile or an input's slice, read
+/// once by this member and by no later one, of the result's element type. Within a group
+/// every tile value is private to the tile, so this is decided once for all tiles.
+fn tile_donors(
+    comp: &Computation,
+    group: &Group,
+    sources: &[Vec<Source>],
+    inputs: &[&ArrayLiteral],
+) -> Result<Vec<Option<usize>>, EvalError> {
+    let same = |a: &Source, b: &Source| match (a, b) {
+        (Source::Member(x), Source::Member(y)) | (Source::Sliced(x), Source::Sliced(y)) => x == y,
+        _ => false,
+    };
+    let ty_of = |s: &Source| match *s {
+        Source::Member(j) => comp.instr(group.members[j]).shape.as_array().map(|a| a.ty),
+        Source::Sliced(j) => Some(inputs[j].shape.ty),
+        Source::Whole(_) => None,
+    };
+    group
+        .members
+        .iter()
+        .enumerate()
+        .map(|(k, &m)| {
+            let ins = comp.instr(m);
+            let out = ins
+                .shape
+                .as_array()
+                .ok_or_else(|| EvalError::new("a fused instruction has no array shape"))?;
+            Ok(in_place::donor_slots(ins.opcode)
+                .iter()
+                .copied()
+                .find(|&slot| {
+                    let Some(src) = sources[k].get(slot) else {
+                        return false;
+                    };
+                    ty_of(src) == Some(out.ty)
+                        && sources[k].iter().filter(|s| same(s, src)).count() == 1
+                        && !sources[k + 1..].iter().flatten().any(|s| same(s, src))
+                }))
+        })
+        .collect()
+}
+
 /// Evaluates `group` and returns its outputs' values (in `group.outputs` order). `slots`
 /// holds every value computed so far; `tile` is the tile length.
 pub(crate) fn run_group(
@@ -207,6 +255,7 @@ pub(crate) fn run_group(
         .iter()
         .map(|&o| value(o).and_then(|v| v.as_array()))
         .collect::<Result<_, _>>()?;
+    let donors = tile_donors(comp, group, &sources, &inputs)?;
     // The members re-shaped to a full tile and to the last, shorter one.
     let as_tile = |n: usize| -> Result<Vec<Instruction>, EvalError> {
         group
@@ -261,30 +310,70 @@ pub(crate) fn run_group(
         let lo = t * tile;
         let hi = (lo + tile).min(len);
         let shapes = if hi - lo == full_len { &full } else { &last };
-        let pieces: Vec<Value> = inputs
+        let mut pieces: Vec<Option<Value>> = inputs
             .iter()
             .map(|a| {
-                Value::array(ArrayLiteral {
+                Some(Value::array(ArrayLiteral {
                     shape: ArrayShape::new(a.shape.ty, vec![(hi - lo) as i64]),
                     data: sub(&a.data, lo, hi),
-                })
+                }))
             })
             .collect();
-        let mut vals: Vec<Value> = Vec::with_capacity(group.members.len());
+        let mut vals: Vec<Option<Value>> = Vec::with_capacity(group.members.len());
         for (k, ins) in shapes.iter().enumerate() {
-            let ops: Vec<&Value> = sources[k]
+            // A tile value read for the last time here, taken out of its cell.
+            let mut donor = donors[k].and_then(|slot| {
+                let cell = match sources[k][slot] {
+                    Source::Member(j) => &mut vals[j],
+                    Source::Sliced(j) => &mut pieces[j],
+                    Source::Whole(_) => return None,
+                };
+                match cell.take() {
+                    Some(Value::Array(arc)) => match Arc::try_unwrap(arc) {
+                        Ok(a) => Some((slot, a)),
+                        Err(arc) => {
+                            *cell = Some(Value::Array(arc));
+                            None
+                        }
+                    },
+                    other => {
+                        *cell = other;
+                        None
+                    }
+                }
+            });
+            let ops: Vec<Option<&Value>> = sources[k]
                 .iter()
                 .map(|s| match *s {
-                    Source::Member(j) => Ok(&vals[j]),
-                    Source::Sliced(j) => Ok(&pieces[j]),
-                    Source::Whole(o) => value(o),
+                    Source::Member(j) => Ok(vals[j].as_ref()),
+                    Source::Sliced(j) => Ok(pieces[j].as_ref()),
+                    Source::Whole(o) => value(o).map(Some),
                 })
                 .collect::<Result<_, _>>()?;
-            let v = tile_kernel(ins, &ops)?;
+            let mut v = None;
+            if let Some((slot, d)) = donor.take() {
+                match in_place::eval(ins, slot, d, &ops) {
+                    in_place::Outcome::Done(r) => v = Some(r?),
+                    in_place::Outcome::Declined(d) => donor = Some((slot, d)),
+                }
+            }
+            let v = match v {
+                Some(v) => v,
+                None => {
+                    // Declined: the kernel reads the donor as an ordinary operand.
+                    let back = donor.take().map(|(_, d)| Value::array(d));
+                    let ops: Vec<&Value> = ops
+                        .iter()
+                        .map(|o| o.or(back.as_ref()))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| EvalError::new("a fused operand was released early"))?;
+                    tile_kernel(ins, &ops)?
+                }
+            };
             if let Some(j) = out_at[k] {
                 outs[j].copy_from(&v.as_array()?.data)?;
             }
-            vals.push(v);
+            vals.push(Some(v));
         }
         Ok(())
     };

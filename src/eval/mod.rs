@@ -684,6 +684,7 @@ impl<'m> Evaluator<'m> {
                 }
             };
             let r = r.map_err(|e| e.at(comp, ins))?;
+            check_buffer_length(&r).map_err(|e| e.at(comp, ins))?;
             self.hooks.cast_result(module, c, id, r)
         };
         if ins.opcode != Opcode::Parameter {
@@ -918,4 +919,25 @@ pub fn dispatch(
         )),
     }
     .map_err(|e| e.at(comp, ins))
+}
+
+/// A kernel's (or hook's) array result holds exactly as many elements as its shape says:
+/// the elementwise loops index operands by their shapes, so a buffer of another length is a
+/// kernel bug that would otherwise surface later as a panic (found by the fuzzer on a device
+/// kernel), reported here as an error at the instruction that made it.
+fn check_buffer_length(v: &Value) -> Result<(), EvalError> {
+    match v {
+        Value::Array(a)
+            if a.shape.ty != crate::hlo::ElementType::Token
+                && a.data.len() != a.shape.element_count() =>
+        {
+            err(format!(
+                "internal error: the result has {} elements for shape {}",
+                a.data.len(),
+                a.shape
+            ))
+        }
+        Value::Tuple(t) => t.iter().try_for_each(check_buffer_length),
+        _ => Ok(()),
+    }
 }

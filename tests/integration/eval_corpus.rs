@@ -94,8 +94,9 @@ fn llama_tp1_golden_matches_xla() {
 }
 
 /// Fused and unfused evaluation give the same bits on every corpus module with fixtures
-/// (tiles of 64 elements, so every elementwise run over 64 or more elements fuses), and
-/// groups were fused at all.
+/// (tiles of 64 elements, so every elementwise run over 64 or more elements fuses), on pools
+/// of 1 and 2 threads, with the elementwise loops' AVX2 build and without it; and groups were
+/// fused at all.
 #[test]
 fn fused_and_unfused_agree_on_the_corpus() {
     let fixtures = Path::new(ROOT).join("tests/fixtures/corpus");
@@ -110,28 +111,38 @@ fn fused_and_unfused_agree_on_the_corpus() {
     let mut groups = 0;
     for stem in &stems {
         let (m, args) = load(stem);
-        let run = |fusion: bool| {
+        let run = |fusion: bool, threads: usize, wide: bool| {
             let options = EvalOptions {
                 fusion,
                 fusion_tile: 64,
                 in_place: fusion,
                 ..EvalOptions::default()
             };
-            let mut ev = Evaluator::with_options(&m, options);
-            let r = ev
-                .run(args.clone())
-                .unwrap_or_else(|e| panic!("{stem} (fusion {fusion}): {e}"));
-            (r.leaves(), ev.stats().fused_groups)
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .start_handler(move |_| hlosim::eval::elementwise::set_wide_on_this_thread(wide))
+                .build()
+                .expect("thread pool");
+            pool.install(|| {
+                let mut ev = Evaluator::with_options(&m, options);
+                let r = ev.run(args.clone()).unwrap_or_else(|e| {
+                    panic!("{stem} (fusion {fusion}, {threads} threads, wide {wide}): {e}")
+                });
+                (r.leaves(), ev.stats().fused_groups)
+            })
         };
-        let (plain, _) = run(false);
-        let (fused, g) = run(true);
-        groups += g;
-        assert_eq!(plain.len(), fused.len(), "{stem}");
-        for (k, (p, f)) in plain.iter().zip(&fused).enumerate() {
-            assert!(
-                p.shape == f.shape && p.data.bits_eq(&f.data),
-                "{stem}: out{k} differs between fused and unfused evaluation"
-            );
+        let (plain, _) = run(false, 2, false);
+        for (what, threads) in [("fused on 1 thread", 1), ("fused on 2 threads", 2)] {
+            let (fused, g) = run(true, threads, true);
+            groups += g;
+            assert_eq!(plain.len(), fused.len(), "{stem}");
+            for (k, (p, f)) in plain.iter().zip(&fused).enumerate() {
+                assert!(
+                    p.shape == f.shape && p.data.bits_eq(&f.data),
+                    "{stem}: out{k} differs between unfused evaluation (2 threads, baseline \
+                     loops) and {what}"
+                );
+            }
         }
     }
     assert!(groups > 0, "no corpus module fused a group");

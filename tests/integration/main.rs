@@ -31,4 +31,5 @@ mod parser_robustness;
 mod pass_names;
 mod passes_corpus;
 mod passes_golden;
+mod thread_count;
 mod timing;

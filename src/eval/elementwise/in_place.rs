@@ -17,7 +17,6 @@ use super::{map2_mut, Src};
 use crate::eval::{KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, BinaryOp, Instruction, Opcode};
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 /// The operands of `op` whose buffer the result may take over.
 pub(crate) fn donor_slots(op: Opcode) -> &'static [usize] {
@@ -162,17 +161,5 @@ fn select(
 
 /// `d[i] = o[i]` wherever `p[i] != keep_when`.
 fn overwrite<T: Copy + Send + Sync>(d: &mut [T], o: &[T], p: &[bool], keep_when: bool) {
-    let step = |(x, (&y, &c)): (&mut T, (&T, &bool))| {
-        if c != keep_when {
-            *x = y;
-        }
-    };
-    if d.len() >= super::PAR_THRESHOLD {
-        d.par_iter_mut()
-            .with_min_len(8192)
-            .zip(o.par_iter().zip(p.par_iter()))
-            .for_each(step);
-    } else {
-        d.iter_mut().zip(o.iter().zip(p)).for_each(step);
-    }
+    super::map3_mut(d, o, p, |x, y, c| if c != keep_when { y } else { x });
 }

@@ -24,19 +24,21 @@
 //! [-20, 20] f16 and bf16 match in 512/512 elements (the exact function: 333 and 512),
 //! f32 in 501/512 (exact: 411; the rest are XLA's exp approximation, 1 ULP). The f8
 //! results follow the same pipeline order but were not checked element by element.
-//! `exp` itself is hlosim's correctly rounded one (XLA:CPU uses its own approximation, a
-//! few ULP away in f32/f64), so f32 and f64 results can still differ from XLA's by the
+//! `exp` itself is hlosim's correctly rounded one (`crate::math::exp_f32`: the f64 library's
+//! value rounded to f32, vectorisable); XLA:CPU uses its own approximation, a few ULP away
+//! in f32/f64, so f32 and f64 results can still differ from XLA's by the
 //! error of its `exp`. Complex logistic keeps the exact function evaluated in f64 (XLA's
 //! complex exp and divide are approximations hlosim does not copy).
 
 use super::{daz32, daz64, map1, Minifloat};
 use crate::hlo::{ArrayData, ElementType};
+use crate::math::exp_f32::exp_f32;
 use half::{bf16, f16};
 
 /// `1 / (1 + exp(-x))` in f32 with XLA:CPU's flushing of subnormal inputs and results.
 #[inline]
 fn logistic_f32(x: f32) -> f32 {
-    let e = daz32((-(daz32(x) as f64)).exp() as f32);
+    let e = daz32(exp_f32(-daz32(x)));
     daz32(1.0 / daz32(1.0 + e))
 }
 
@@ -51,7 +53,7 @@ fn logistic_f64(x: f64) -> f64 {
 /// promotion of half arithmetic; f16 values are never subnormal in f32, so nothing flushes).
 #[inline]
 fn logistic_f16(x: f16) -> f16 {
-    let e = f16::from_f32((-x.to_f64()).exp() as f32);
+    let e = f16::from_f32(exp_f32(-x.to_f32()));
     let s = f16::from_f32(1.0 + e.to_f32());
     f16::from_f32(1.0 / s.to_f32())
 }

@@ -2,7 +2,8 @@
 //! select, clamp, convert, bitcast-convert, reduce-precision.
 //!
 //! Every kernel dispatches on the element type once per instruction and then runs a tight
-//! loop over contiguous slices (in parallel with rayon above [`PAR_THRESHOLD`] elements).
+//! loop over contiguous slices ([`lanes`]: in parallel with rayon above [`PAR_THRESHOLD`]
+//! elements, AVX2 where the CPU has it).
 //! XLA elementwise operands have equal shapes, so there is no broadcasting path. Narrow floats
 //! (bf16, f16) are computed in f32 and rounded to nearest even once per op, as XLA:CPU does.
 //! The 8-bit float formats are decoded to f32, computed, and re-encoded (nearest even).
@@ -22,6 +23,7 @@ mod compare;
 pub(crate) mod convert;
 pub(crate) mod in_place;
 pub(crate) mod int;
+mod lanes;
 mod logistic;
 mod reduce_precision;
 pub(crate) mod scalar_ops;
@@ -32,6 +34,8 @@ pub use binary::binary;
 pub use compare::compare;
 pub(crate) use convert::convert_data;
 pub use convert::{bitcast_convert, convert};
+pub use lanes::set_wide_on_this_thread;
+pub(crate) use lanes::{map1, map1_mut, map2, map2_mut, map3, map3_mut, with_wide, PAR_THRESHOLD};
 pub use reduce_precision::reduce_precision;
 pub(crate) use select::wrap_like;
 pub use select::{clamp, select};
@@ -39,113 +43,6 @@ pub use unary::unary;
 
 use super::{err, EvalError};
 use crate::hlo::{minifloat, ArrayData, ArrayShape, ElementType, Instruction};
-use rayon::prelude::*;
-
-/// Element count above which kernels split the work across threads.
-pub(crate) const PAR_THRESHOLD: usize = 1 << 16;
-/// Smallest piece of work a thread takes.
-const PAR_MIN_LEN: usize = 1 << 13;
-
-/// `out[i] = f(a[i])`, in parallel for large inputs.
-#[inline]
-pub(crate) fn map1<A, R, F>(a: &[A], f: F) -> Vec<R>
-where
-    A: Copy + Sync,
-    R: Send,
-    F: Fn(A) -> R + Sync + Send,
-{
-    if a.len() >= PAR_THRESHOLD {
-        a.par_iter()
-            .with_min_len(PAR_MIN_LEN)
-            .map(|&x| f(x))
-            .collect()
-    } else {
-        a.iter().map(|&x| f(x)).collect()
-    }
-}
-
-/// `out[i] = f(a[i], b[i])`, in parallel for large inputs. The slices have equal length
-/// (checked by the caller through the operand shapes).
-#[inline]
-pub(crate) fn map2<A, B, R, F>(a: &[A], b: &[B], f: F) -> Vec<R>
-where
-    A: Copy + Sync,
-    B: Copy + Sync,
-    R: Send,
-    F: Fn(A, B) -> R + Sync + Send,
-{
-    if a.len() >= PAR_THRESHOLD {
-        a.par_iter()
-            .with_min_len(PAR_MIN_LEN)
-            .zip(b.par_iter())
-            .map(|(&x, &y)| f(x, y))
-            .collect()
-    } else {
-        a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
-    }
-}
-
-/// `out[i] = f(a[i], b[i], c[i])`, in parallel for large inputs.
-#[inline]
-pub(crate) fn map3<A, B, C, R, F>(a: &[A], b: &[B], c: &[C], f: F) -> Vec<R>
-where
-    A: Copy + Sync,
-    B: Copy + Sync,
-    C: Copy + Sync,
-    R: Send,
-    F: Fn(A, B, C) -> R + Sync + Send,
-{
-    if a.len() >= PAR_THRESHOLD {
-        a.par_iter()
-            .with_min_len(PAR_MIN_LEN)
-            .zip(b.par_iter())
-            .zip(c.par_iter())
-            .map(|((&x, &y), &z)| f(x, y, z))
-            .collect()
-    } else {
-        a.iter()
-            .zip(b)
-            .zip(c)
-            .map(|((&x, &y), &z)| f(x, y, z))
-            .collect()
-    }
-}
-
-/// `v[i] = f(v[i])` in place, in parallel for large inputs: [`map1`] for an operand whose
-/// buffer the result takes over.
-#[inline]
-pub(crate) fn map1_mut<A, F>(v: &mut [A], f: F)
-where
-    A: Copy + Send + Sync,
-    F: Fn(A) -> A + Sync + Send,
-{
-    if v.len() >= PAR_THRESHOLD {
-        v.par_iter_mut()
-            .with_min_len(PAR_MIN_LEN)
-            .for_each(|x| *x = f(*x));
-    } else {
-        v.iter_mut().for_each(|x| *x = f(*x));
-    }
-}
-
-/// `v[i] = f(v[i], b[i])` in place, in parallel for large inputs: [`map2`] for an operand
-/// whose buffer the result takes over.
-#[inline]
-pub(crate) fn map2_mut<A, B, F>(v: &mut [A], b: &[B], f: F)
-where
-    A: Copy + Send + Sync,
-    B: Copy + Sync,
-    F: Fn(A, B) -> A + Sync + Send,
-{
-    if v.len() >= PAR_THRESHOLD {
-        v.par_iter_mut()
-            .with_min_len(PAR_MIN_LEN)
-            .zip(b.par_iter())
-            .for_each(|(x, &y)| *x = f(*x, y));
-    } else {
-        v.iter_mut().zip(b).for_each(|(x, &y)| *x = f(*x, y));
-    }
-}
 
 /// The operand buffer of a kernel whose result has the operand's storage type: borrowed
 /// (the result gets a new buffer) or owned (the operand dies with this instruction and nobody

@@ -89,6 +89,23 @@ pub(crate) fn fmin<T: num_traits::Float>(a: T, b: T) -> T {
     }
 }
 
+/// x86's NaN rule for arithmetic, stated explicitly: a NaN operand is the result (quieted;
+/// the first one if both are NaN), else `r`. The hardware does this by itself, but LLVM may
+/// swap the operands of a commutative `a + b` or `a * b` (it did in the AVX2 build of the
+/// loops, `lanes`), which changes which of two NaNs wins; XLA:CPU keeps the first (oracle
+/// fixture binary_f32_arith: NaN(+) + NaN(-) is NaN(+)). `x + x` quiets a NaN whatever
+/// the operand order.
+#[inline(always)]
+pub(crate) fn first_nan<T: num_traits::Float>(a: T, b: T, r: T) -> T {
+    if a.is_nan() {
+        a + a
+    } else if b.is_nan() {
+        b + b
+    } else {
+        r
+    }
+}
+
 /// A binary float operation with XLA:CPU's denormal rule for it.
 pub(crate) trait FloatOp: Copy + Send + Sync + 'static {
     /// The operation in f32 without any denormal handling: what f16 (never subnormal in
@@ -132,20 +149,20 @@ macro_rules! float_op {
 }
 
 float_op!(
-    /// `add`: DAZ and FTZ.
-    Add, |a, b| a + b, daz = (true, true), ftz = true
+    /// `add`: DAZ and FTZ; NaNs as [`first_nan`] (also subtract, multiply, divide).
+    Add, |a, b| first_nan(a, b, a + b), daz = (true, true), ftz = true
 );
 float_op!(
     /// `subtract`: DAZ and FTZ.
-    Sub, |a, b| a - b, daz = (true, true), ftz = true
+    Sub, |a, b| first_nan(a, b, a - b), daz = (true, true), ftz = true
 );
 float_op!(
     /// `multiply`: DAZ and FTZ.
-    Mul, |a, b| a * b, daz = (true, true), ftz = true
+    Mul, |a, b| first_nan(a, b, a * b), daz = (true, true), ftz = true
 );
 float_op!(
     /// `divide`: DAZ and FTZ (a subnormal divisor divides by ±0).
-    Div, |a, b| a / b, daz = (true, true), ftz = true
+    Div, |a, b| first_nan(a, b, a / b), daz = (true, true), ftz = true
 );
 float_op!(
     /// `maximum`: DAZ (a subnormal operand is compared and returned as ±0); the result is
@@ -172,7 +189,8 @@ pub(crate) struct Pow;
 impl FloatOp for Pow {
     #[inline(always)]
     fn raw32(a: f32, b: f32) -> f32 {
-        (a as f64).powf(b as f64) as f32
+        // `(a as f64).powf(b as f64) as f32`, vectorisable (crate::math::pow_f32).
+        crate::math::pow_f32::pow_f32(a, b)
     }
     #[inline(always)]
     fn f32(a: f32, b: f32) -> f32 {

@@ -5,7 +5,6 @@ use super::{daz32, daz64, map1, map2, map3, result_shape};
 use crate::eval::{err, EvalError, KResult, Value};
 use crate::hlo::Instruction;
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape};
-use rayon::prelude::*;
 
 /// Evaluates `select(pred, on_true, on_false)`.
 pub fn select(ins: &Instruction, ops: &[&Value]) -> KResult {
@@ -45,18 +44,7 @@ pub fn select(ins: &Instruction, ops: &[&Value]) -> KResult {
 }
 
 fn select_loop<T: Copy + Send + Sync>(p: &[bool], a: &[T], b: &[T]) -> Vec<T> {
-    if p.len() >= super::PAR_THRESHOLD {
-        p.par_iter()
-            .zip(a.par_iter().zip(b.par_iter()))
-            .with_min_len(8192)
-            .map(|(&c, (&x, &y))| if c { x } else { y })
-            .collect()
-    } else {
-        p.iter()
-            .zip(a.iter().zip(b))
-            .map(|(&c, (&x, &y))| if c { x } else { y })
-            .collect()
-    }
+    map3(p, a, b, |c, x, y| if c { x } else { y })
 }
 
 /// Rebuilds an [`ArrayData`] of the same variant as `like` from a vector of its element type.

@@ -1,7 +1,10 @@
-//! Unary elementwise ops. Float functions are evaluated in f64 and rounded to the result
-//! type (bf16/f16 through f32, as XLA computes them in f32) (for the exactly rounded ops — negate, abs, floor, ceil, round, sqrt — this is
-//! the correctly rounded result, identical to computing in f32; for transcendentals it is the
-//! exact value, within a few ULP of XLA:CPU's own approximations).
+//! Unary elementwise ops. Float functions are the f64 function rounded once to the result
+//! type (bf16/f16 through f32, as XLA computes them in f32). For the exactly rounded ops —
+//! negate, abs, floor, ceil, round, sqrt — this is the correctly rounded result, identical
+//! to computing in f32; for transcendentals it is the exact value, within a few ULP of
+//! XLA:CPU's own approximations. f32, bf16 and f16 inputs of exp, log, log1p, tanh, sin,
+//! cos, erf, sqrt and rsqrt run the vectorisable f32 kernels of `crate::math`, which give
+//! the same value without a libm call per element.
 
 use super::int::XInt;
 use super::{
@@ -56,19 +59,51 @@ where
 }
 
 /// [`float_map`] for a function with its own f32 implementation `f32f` (vectorisable, see
-/// `crate::math::exp_f32`): f32, bf16 and f16 use it, f64 and the 8-bit formats use `f`.
-/// Flushing as [`float_map`].
-fn float_map_f32<F, G>(src: Src<'_>, ty: ElementType, f: F, f32f: G) -> Mapped<'_>
+/// `crate::math`, equal to `f` rounded to f32): f32, bf16 and f16 use it, f64 and the 8-bit
+/// formats use `f`. Flushing as [`float_map_flush`] with the same `flush` flags.
+fn float_map_f32<F, G>(
+    src: Src<'_>,
+    ty: ElementType,
+    (flush32, flush64): (bool, bool),
+    f: F,
+    f32f: G,
+) -> Mapped<'_>
 where
     F: Fn(f64) -> f64 + Sync + Send,
     G: Fn(f32) -> f32 + Sync + Send,
 {
+    let d32 = |x: f32| if flush32 { daz32(x) } else { x };
     same_map!(src,
-        F32(x) => daz32(f32f(daz32(x))),
-        BF16(x) => bf16::from_f32(daz32(f32f(daz32(x.to_f32())))),
+        F32(x) => d32(f32f(d32(x))),
+        BF16(x) => bf16::from_f32(d32(f32f(d32(x.to_f32())))),
         F16(x) => f16::from_f32(f32f(x.to_f32())),
     )
-    .or_else(|src| float_map(src, ty, f))
+    .or_else(|src| float_map_flush(src, ty, (flush32, flush64), f))
+}
+
+/// Whether a float array holds a finite element beyond `bound` in magnitude (where a fast
+/// kernel's range reduction stops being exact).
+fn any_finite_beyond(data: &ArrayData, bound: f32) -> bool {
+    let beyond = |x: f32| x.abs() > bound && x.is_finite();
+    match data {
+        ArrayData::F32(v) => v.iter().any(|&x| beyond(x)),
+        ArrayData::BF16(v) => v.iter().any(|x| beyond(x.to_f32())),
+        // f16 never exceeds 65504, below every bound used here.
+        _ => false,
+    }
+}
+
+/// sin or cos: the branch-free kernel when every element is within its exact range
+/// (always, in practice), else the one with the exact large-argument reduction.
+fn sin_cos(src: Src<'_>, ty: ElementType, flush: (bool, bool), cos: bool) -> Mapped<'_> {
+    use crate::math::trig_f32 as t;
+    // Each arm names its functions, so they inline into the loop (no function pointers).
+    match (cos, any_finite_beyond(src.data(), t::SIN_COS_FAST_MAX)) {
+        (false, false) => float_map_f32(src, ty, flush, f64::sin, t::sin_f32_fast),
+        (false, true) => float_map_f32(src, ty, flush, f64::sin, t::sin_f32),
+        (true, false) => float_map_f32(src, ty, flush, f64::cos, t::cos_f32_fast),
+        (true, true) => float_map_f32(src, ty, flush, f64::cos, t::cos_f32),
+    }
 }
 
 /// Sign-bit operations (abs, negate): XLA:CPU does them on the bits, so subnormals survive.
@@ -159,8 +194,11 @@ pub(crate) fn unary_data<'a>(
     ty: ElementType,
     out_ty: ElementType,
 ) -> Mapped<'a> {
+    use crate::math as m;
     use ArrayData as D;
     use UnaryOp as O;
+    // Flush subnormal inputs and results in f32 and in f64 (XLA:CPU's DAZ/FTZ).
+    const ALL: (bool, bool) = (true, true);
     let fl = |src, f: fn(f64) -> f64| float_map(src, ty, f);
     // The logical width (sub-byte integer types are narrower than their storage).
     let nbits = ty_bits(ty);
@@ -204,28 +242,31 @@ pub(crate) fn unary_data<'a>(
         O::Ceil => fl(src, f64::ceil),
         O::RoundNearestAfz => fl(src, f64::round),
         O::RoundNearestEven => fl(src, f64::round_ties_even),
-        O::Sqrt => fl(src, f64::sqrt).or_else(|s| complex_map(s, |z| z.sqrt())),
-        O::Rsqrt => fl(src, |x| 1.0 / x.sqrt()).or_else(|s| complex_map(s, |z| z.sqrt().inv())),
+        O::Sqrt => float_map_f32(src, ty, ALL, f64::sqrt, m::sqrt_f32::sqrt_f32)
+            .or_else(|s| complex_map(s, |z| z.sqrt())),
+        O::Rsqrt => float_map_f32(src, ty, ALL, |x| 1.0 / x.sqrt(), m::sqrt_f32::rsqrt_f32)
+            .or_else(|s| complex_map(s, |z| z.sqrt().inv())),
         O::Cbrt => float_map_flush(src, ty, (true, true), libm::cbrt),
-        O::Exp => float_map_f32(src, ty, f64::exp, crate::math::exp_f32::exp_f32)
+        O::Exp => float_map_f32(src, ty, ALL, f64::exp, m::exp_f32::exp_f32)
             .or_else(|s| complex_map(s, |z| z.exp())),
         O::Expm1 => float_map_flush(src, ty, (false, false), f64::exp_m1)
             .or_else(|s| complex_map(s, complex_expm1)),
-        O::Log => fl(src, f64::ln).or_else(|s| complex_map(s, |z| z.ln())),
-        O::Log1p => fl(src, f64::ln_1p).or_else(|s| complex_map(s, |z| (z + 1.0).ln())),
+        O::Log => float_map_f32(src, ty, ALL, f64::ln, m::log_f32::log_f32)
+            .or_else(|s| complex_map(s, |z| z.ln())),
+        O::Log1p => float_map_f32(src, ty, ALL, f64::ln_1p, m::log_f32::log1p_f32)
+            .or_else(|s| complex_map(s, |z| (z + 1.0).ln())),
         O::Logistic => {
             let r = super::logistic::logistic(src.data(), ty);
             other_type(src, r)
                 .or_else(|s| complex_map(s, |z| (Complex::new(1.0, 0.0) + (-z).exp()).inv()))
         }
-        O::Tanh => float_map_flush(src, ty, (false, true), f64::tanh)
+        O::Tanh => float_map_f32(src, ty, (false, true), f64::tanh, m::tanh_f32::tanh_f32)
             .or_else(|s| complex_map(s, |z| z.tanh())),
-        O::Sin => float_map_flush(src, ty, (false, false), f64::sin)
-            .or_else(|s| complex_map(s, |z| z.sin())),
-        O::Cos => fl(src, f64::cos).or_else(|s| complex_map(s, |z| z.cos())),
+        O::Sin => sin_cos(src, ty, (false, false), false).or_else(|s| complex_map(s, |z| z.sin())),
+        O::Cos => sin_cos(src, ty, ALL, true).or_else(|s| complex_map(s, |z| z.cos())),
         O::Tan => float_map_flush(src, ty, (false, false), f64::tan)
             .or_else(|s| complex_map(s, |z| z.tan())),
-        O::Erf => fl(src, libm::erf),
+        O::Erf => float_map_f32(src, ty, ALL, libm::erf, m::erf_f32::erf_f32),
         O::IsFinite => {
             let r = match src.data() {
                 D::F32(v) => Some(D::Pred(map1(v, |x| x.is_finite()))),

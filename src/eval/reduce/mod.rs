@@ -416,6 +416,12 @@ fn fold_slice<T: Copy, F: Fn(T, T) -> T + Copy>(s: &[T], f: F) -> T {
         let h = s.len() / 2;
         return f(fold_slice(&s[..h], f), fold_slice(&s[h..], f));
     }
+    crate::eval::elementwise::with_wide(|| fold_leaf(s, f))
+}
+
+/// One leaf of [`fold_slice`] (at most [`LANE_LEAF`] elements, at least one).
+#[inline(always)]
+fn fold_leaf<T: Copy, F: Fn(T, T) -> T + Copy>(s: &[T], f: F) -> T {
     if s.len() < 2 * LANES {
         let mut acc = s[0];
         for &x in &s[1..] {
