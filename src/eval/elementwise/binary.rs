@@ -50,7 +50,12 @@ macro_rules! int_zip {
         use ArrayData as D;
         #[allow(unused_variables)]
         fn go<T: XInt>(a: &[T], b: &[T], $bits: u32) -> Vec<T> {
-            map2(a, b, |$x: T, $y: T| $body)
+            map2(
+                a,
+                b,
+                #[inline(always)]
+                |$x: T, $y: T| $body,
+            )
         }
         let nbits: u32 = $nbits;
         match ($a, $b) {

@@ -71,9 +71,11 @@ macro_rules! same_map {
         use $crate::eval::elementwise::{map1, map1_mut, Src};
         use $crate::hlo::ArrayData as D;
         match $src {
-            $( Src::Ref(D::$variant(v)) => Ok(D::$variant(map1(v, |$x| $e))), )+
+            // `inline(always)`: a closure with a polynomial inside (crate::math) is past
+            // LLVM's inlining threshold, and a call per element would not vectorise.
+            $( Src::Ref(D::$variant(v)) => Ok(D::$variant(map1(v, #[inline(always)] |$x| $e))), )+
             $( Src::Own(D::$variant(mut v)) => {
-                map1_mut(&mut v, |$x| $e);
+                map1_mut(&mut v, #[inline(always)] |$x| $e);
                 Ok(D::$variant(v))
             } )+
             other => Err(other),

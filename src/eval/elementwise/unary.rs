@@ -3,8 +3,9 @@
 //! negate, abs, floor, ceil, round, sqrt — this is the correctly rounded result, identical
 //! to computing in f32; for transcendentals it is the exact value, within a few ULP of
 //! XLA:CPU's own approximations. f32, bf16 and f16 inputs of exp, log, log1p, tanh, sin,
-//! cos, erf, sqrt and rsqrt run the vectorisable f32 kernels of `crate::math`, which give
-//! the same value without a libm call per element.
+//! cos, sqrt and rsqrt run the vectorisable f32 kernels of `crate::math`, which give the
+//! same value without a libm call per element (erf and power have such kernels too, but
+//! they measured slower than the library and are not used).
 
 use super::int::XInt;
 use super::{
@@ -154,11 +155,11 @@ macro_rules! int_map {
     ($src:expr, $nbits:expr, |$x:ident, $bits:ident| $body:expr) => {{
         #[allow(unused_variables)]
         fn go<T: XInt>(v: &[T], $bits: u32) -> Vec<T> {
-            map1(v, |$x: T| $body)
+            map1(v, #[inline(always)] |$x: T| $body)
         }
         #[allow(unused_variables)]
         fn go_mut<T: XInt>(v: &mut [T], $bits: u32) {
-            map1_mut(v, |$x: T| $body)
+            map1_mut(v, #[inline(always)] |$x: T| $body)
         }
         let nbits: u32 = $nbits;
         int_arms!($src, go, go_mut, nbits; S8, S16, S32, S64, U8, U16, U32, U64)
@@ -266,7 +267,9 @@ pub(crate) fn unary_data<'a>(
         O::Cos => sin_cos(src, ty, ALL, true).or_else(|s| complex_map(s, |z| z.cos())),
         O::Tan => float_map_flush(src, ty, (false, false), f64::tan)
             .or_else(|s| complex_map(s, |z| z.tan())),
-        O::Erf => float_map_f32(src, ty, ALL, libm::erf, m::erf_f32::erf_f32),
+        // libm's erf, not the branch-free `crate::math::erf_f32` (same values, 0.88x the
+        // speed: `cargo bench --bench eval -- transcendental/erf`).
+        O::Erf => fl(src, libm::erf),
         O::IsFinite => {
             let r = match src.data() {
                 D::F32(v) => Some(D::Pred(map1(v, |x| x.is_finite()))),
