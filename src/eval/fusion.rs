@@ -18,12 +18,11 @@
 //! the instruction and shapes as the user wrote them.
 
 use super::elementwise::{self, in_place, PAR_THRESHOLD};
-use super::{err, shape_ops, EvalError, KResult, Value};
+use super::{err, shape_ops, take_unique_array, EvalError, KResult, Value};
 use crate::hlo::{
     ArrayData, ArrayLiteral, ArrayShape, Computation, InstrId, Instruction, Opcode, Shape,
 };
 use rayon::prelude::*;
-use std::sync::Arc;
 
 /// Elements per tile (and the smallest element count worth fusing) unless the options say
 /// otherwise: 8192 f32 elements are 32 KiB, so a five-instruction group's tiles stay in L2.
@@ -322,25 +321,13 @@ pub(crate) fn run_group(
         let mut vals: Vec<Option<Value>> = Vec::with_capacity(group.members.len());
         for (k, ins) in shapes.iter().enumerate() {
             // A tile value read for the last time here, taken out of its cell.
-            let mut donor = donors[k].and_then(|slot| {
+            let donor = donors[k].and_then(|slot| {
                 let cell = match sources[k][slot] {
                     Source::Member(j) => &mut vals[j],
                     Source::Sliced(j) => &mut pieces[j],
                     Source::Whole(_) => return None,
                 };
-                match cell.take() {
-                    Some(Value::Array(arc)) => match Arc::try_unwrap(arc) {
-                        Ok(a) => Some((slot, a)),
-                        Err(arc) => {
-                            *cell = Some(Value::Array(arc));
-                            None
-                        }
-                    },
-                    other => {
-                        *cell = other;
-                        None
-                    }
-                }
+                take_unique_array(cell).map(|a| (slot, a))
             });
             let ops: Vec<Option<&Value>> = sources[k]
                 .iter()
@@ -350,18 +337,22 @@ pub(crate) fn run_group(
                     Source::Whole(o) => value(o).map(Some),
                 })
                 .collect::<Result<_, _>>()?;
-            let mut v = None;
-            if let Some((slot, d)) = donor.take() {
-                match in_place::eval(ins, slot, d, &ops) {
-                    in_place::Outcome::Done(r) => v = Some(r?),
-                    in_place::Outcome::Declined(d) => donor = Some((slot, d)),
-                }
-            }
-            let v = match v {
+            // The in-place kernel, or (none covers the case) the ordinary one with the donor
+            // back among the operands.
+            let mut back = None;
+            let done = match donor {
+                Some((slot, d)) => match in_place::eval(ins, slot, d, &ops) {
+                    in_place::Outcome::Done(r) => Some(r?),
+                    in_place::Outcome::Declined(d) => {
+                        back = Some(Value::array(d));
+                        None
+                    }
+                },
+                None => None,
+            };
+            let v = match done {
                 Some(v) => v,
                 None => {
-                    // Declined: the kernel reads the donor as an ordinary operand.
-                    let back = donor.take().map(|(_, d)| Value::array(d));
                     let ops: Vec<&Value> = ops
                         .iter()
                         .map(|o| o.or(back.as_ref()))

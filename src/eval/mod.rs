@@ -735,15 +735,8 @@ impl<'m> Evaluator<'m> {
             if !qualifies {
                 continue;
             }
-            let Some(Value::Array(arc)) = frame.slots[o.index()].take() else {
+            let Some(donor) = take_unique_array(&mut frame.slots[o.index()]) else {
                 continue;
-            };
-            let donor = match Arc::try_unwrap(arc) {
-                Ok(a) => a,
-                Err(arc) => {
-                    frame.slots[o.index()] = Some(Value::Array(arc));
-                    continue;
-                }
             };
             let ops: Vec<Option<&Value>> = ins
                 .operands
@@ -919,6 +912,24 @@ pub fn dispatch(
         )),
     }
     .map_err(|e| e.at(comp, ins))
+}
+
+/// Takes the array out of `slot` when nobody else holds its `Arc`, so its buffer may be
+/// written (in-place evaluation, fused tiles); leaves the slot as it was otherwise.
+pub(crate) fn take_unique_array(slot: &mut Option<Value>) -> Option<ArrayLiteral> {
+    match slot.take() {
+        Some(Value::Array(arc)) => match Arc::try_unwrap(arc) {
+            Ok(a) => Some(a),
+            Err(arc) => {
+                *slot = Some(Value::Array(arc));
+                None
+            }
+        },
+        other => {
+            *slot = other;
+            None
+        }
+    }
 }
 
 /// A kernel's (or hook's) array result holds exactly as many elements as its shape says:

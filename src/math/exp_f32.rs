@@ -11,11 +11,11 @@
 //! bit-identical to the reference everywhere.
 
 /// 1.5 · 2^52: adding it to |t| < 2^51 rounds t to an integer held in the low mantissa bits.
-const ROUND: f64 = 6_755_399_441_055_744.0;
+pub(crate) const ROUND: f64 = 6_755_399_441_055_744.0;
 const LOG2_E: f64 = std::f64::consts::LOG2_E;
 /// ln 2 split in two so that k·LN2_HI is exact for |k| < 2^20 (fdlibm's ln2_hi, ln2_lo).
-const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
-const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
+pub(crate) const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
+pub(crate) const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
 /// 1/n! for n = 2..=12 (Horner from the top).
 const INV_FACT: [f64; 11] = [
     1.0 / 2.0,
@@ -82,22 +82,8 @@ mod tests {
         (x as f64).exp() as f32
     }
 
-    #[test]
-    fn every_bf16_input() {
-        assert_eq!(accuracy::every_bf16_input("exp", exp_f32, reference), 0);
-    }
-
-    #[test]
-    fn every_f16_input() {
-        assert_eq!(accuracy::every_f16_input("exp", exp_f32, reference), 0);
-    }
-
-    #[test]
-    fn ten_million_f32_points() {
-        // The dense sweep covers the range where exp is finite and normal.
-        let differ = accuracy::ten_million_f32_points("exp", exp_f32, reference, (-88.0, 88.0));
-        assert_eq!(differ, 0, "f32 points (of 10^7) that differ by an ulp");
-    }
+    // The dense sweep covers the range where exp is finite and normal.
+    accuracy::accuracy_tests!(exp: "exp", exp_f32, reference, (-88.0, 88.0));
 
     #[test]
     fn special_values() {

@@ -198,3 +198,32 @@ pub(crate) fn splitmix64(state: &mut u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
+
+/// The standard accuracy tests of a one-argument kernel, as a module `$module` of three
+/// tests that each assert no point differs from `$reference`: every bf16 input, every f16
+/// input, and 10^7 f32 points with `$dense` the range sampled densely.
+macro_rules! accuracy_tests {
+    ($module:ident: $name:literal, $f:expr, $reference:expr, $dense:expr) => {
+        mod $module {
+            use super::*;
+            use $crate::math::f32_accuracy as accuracy;
+
+            #[test]
+            fn every_bf16_input() {
+                assert_eq!(accuracy::every_bf16_input($name, $f, $reference), 0);
+            }
+
+            #[test]
+            fn every_f16_input() {
+                assert_eq!(accuracy::every_f16_input($name, $f, $reference), 0);
+            }
+
+            #[test]
+            fn ten_million_f32_points() {
+                let differ = accuracy::ten_million_f32_points($name, $f, $reference, $dense);
+                assert_eq!(differ, 0, "f32 points (of 10^7) that differ by an ulp");
+            }
+        }
+    };
+}
+pub(crate) use accuracy_tests;

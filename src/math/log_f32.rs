@@ -22,11 +22,8 @@
 //! log(x < 0) and log(−inf) are the default NaN (0xffc00000), a NaN input is returned
 //! quieted; log1p(−1) = −inf, log1p(x < −1) is the default NaN, log1p(±0) = ±0.
 
-use super::exp_f32::quiet;
+use super::exp_f32::{quiet, LN2_HI, LN2_LO};
 
-/// ln 2 split so that k·LN2_HI is exact for |k| < 2^20 (fdlibm's ln2_hi, ln2_lo).
-const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
-const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
 /// The bits of √½ rounded: u's bits minus these have k in the exponent field.
 const SQRT_HALF_BITS: u64 = 0x3FE6_A09E_667F_3BCD;
 /// 2/(2n+1) for n = 1..=9: log m = 2s + s·z·Σ ATANH[n-1]·z^(n-1), z = s².
@@ -44,23 +41,35 @@ const ATANH: [f64; 9] = [
 /// The NaN the f64 library returns for an invalid argument (x86's default NaN), as f32.
 pub(crate) const DEFAULT_NAN: f32 = f32::from_bits(0xffc0_0000);
 
-/// log u in f64 for a positive, finite, normal f64 u (garbage otherwise: callers select the
-/// special values), to within ~2^-51 relative.
+/// u = 2^k · m with m in [√½, √2), from the bits: (k as f64, m), for a positive, finite,
+/// normal f64 u (every positive finite f32 is one). Shared with `pow_f32`.
 #[inline(always)]
-pub(crate) fn log_core(u: f64) -> f64 {
+pub(crate) fn split_exponent(u: f64) -> (f64, f64) {
     let bits = u.to_bits();
     let k = (bits.wrapping_sub(SQRT_HALF_BITS) as i64) >> 52;
     let m = f64::from_bits(bits.wrapping_sub((k << 52) as u64));
-    let kf = k as f64;
-    let f = m - 1.0;
-    let s = f / (m + 1.0);
+    (k as f64, m)
+}
+
+/// The tail of log m = 2·atanh s = 2s + tail for |s| ≤ 0.1716: s·z·Σ ATANH[n-1]·z^(n-1),
+/// z = s². Shared with `pow_f32`.
+#[inline(always)]
+pub(crate) fn atanh_tail(s: f64) -> f64 {
     let z = s * s;
     let mut p = ATANH[8];
     for c in ATANH[..8].iter().rev() {
         p = p * z + c;
     }
-    let tail = s * z * p;
-    kf * LN2_HI + (2.0 * s + (tail + kf * LN2_LO))
+    s * z * p
+}
+
+/// log u in f64 for a positive, finite, normal f64 u (garbage otherwise: callers select the
+/// special values), to within ~2^-51 relative.
+#[inline(always)]
+pub(crate) fn log_core(u: f64) -> f64 {
+    let (kf, m) = split_exponent(u);
+    let s = (m - 1.0) / (m + 1.0);
+    kf * LN2_HI + (2.0 * s + (atanh_tail(s) + kf * LN2_LO))
 }
 
 /// Natural logarithm of x rounded to f32, equal to `(x as f64).ln() as f32` (within 1 ulp,
@@ -101,9 +110,7 @@ pub fn log1p_f32(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::f32_accuracy::{
-        check, every_bf16_input, every_f16_input, special_inputs, ten_million_f32_points,
-    };
+    use super::super::f32_accuracy::{accuracy_tests, check, special_inputs};
     use super::*;
 
     fn log_ref(x: f32) -> f32 {
@@ -114,38 +121,9 @@ mod tests {
         (x as f64).ln_1p() as f32
     }
 
-    #[test]
-    fn log_every_bf16_input() {
-        assert_eq!(every_bf16_input("log", log_f32, log_ref), 0);
-    }
-
-    #[test]
-    fn log_every_f16_input() {
-        assert_eq!(every_f16_input("log", log_f32, log_ref), 0);
-    }
-
-    #[test]
-    fn log_ten_million_f32_points() {
-        // Dense around 1, where the result is small and relative accuracy matters most.
-        let differ = ten_million_f32_points("log", log_f32, log_ref, (0.0, 4.0));
-        assert_eq!(differ, 0, "f32 points (of 10^7) that differ by an ulp");
-    }
-
-    #[test]
-    fn log1p_every_bf16_input() {
-        assert_eq!(every_bf16_input("log1p", log1p_f32, log1p_ref), 0);
-    }
-
-    #[test]
-    fn log1p_every_f16_input() {
-        assert_eq!(every_f16_input("log1p", log1p_f32, log1p_ref), 0);
-    }
-
-    #[test]
-    fn log1p_ten_million_f32_points() {
-        let differ = ten_million_f32_points("log1p", log1p_f32, log1p_ref, (-1.0, 2.0));
-        assert_eq!(differ, 0, "f32 points (of 10^7) that differ by an ulp");
-    }
+    // log: dense around 1, where the result is small and relative accuracy matters most.
+    accuracy_tests!(log: "log", log_f32, log_ref, (0.0, 4.0));
+    accuracy_tests!(log1p: "log1p", log1p_f32, log1p_ref, (-1.0, 2.0));
 
     #[test]
     fn special_values() {

@@ -44,13 +44,9 @@
 //! the evaluator keeps the library call. It stays as the tested branch-free reference for a
 //! wider vector unit (AVX-512) or a device-side kernel prototype.
 
-use super::exp_f32::{exp_parts, quiet};
-use super::log_f32::DEFAULT_NAN;
+use super::exp_f32::{exp_parts, quiet, ROUND};
+use super::log_f32::{atanh_tail, split_exponent, DEFAULT_NAN};
 
-/// 1.5 · 2^52: adding it to |t| < 2^51 rounds t to an integer held in the low mantissa bits.
-const ROUND: f64 = 6_755_399_441_055_744.0;
-/// The bits of √½ rounded: |x|'s f64 bits minus these have k in the exponent field.
-const SQRT_HALF_BITS: u64 = 0x3FE6_A09E_667F_3BCD;
 /// ln 2 cut to 21 significant bits, and the rest: LN2_B is ln 2 − LN2_A rounded to f64
 /// (computed as (LN2 − LN2_A) + 2.3190468138462996e-17, the error of f64's LN_2, which is
 /// what a 50-digit `Decimal(2).ln()` gives too).
@@ -58,26 +54,10 @@ const LN2_A: f64 = f64::from_bits(0x3FE6_2E42_0000_0000);
 const LN2_B: f64 = 4.749_325_039_031_672_6e-7;
 /// 2^-40: how close an exact midpoint candidate must be to the approximation to be taken.
 const TWO_POW_M40: f64 = 9.094_947_017_729_282e-13;
-/// 2/(2n+1) for n = 1..=9: ln m = 2s + s·z·Σ ATANH[n-1]·z^(n-1), z = s².
-const ATANH: [f64; 9] = [
-    2.0 / 3.0,
-    2.0 / 5.0,
-    2.0 / 7.0,
-    2.0 / 9.0,
-    2.0 / 11.0,
-    2.0 / 13.0,
-    2.0 / 15.0,
-    2.0 / 17.0,
-    2.0 / 19.0,
-];
-
 /// y·ln|x| as hi + lo (|lo| ≤ ulp(hi)/2) for a positive finite nonzero `ax`.
 #[inline(always)]
 fn y_log(ax: f32, y: f32) -> (f64, f64) {
-    let bits = (ax as f64).to_bits();
-    let k = (bits.wrapping_sub(SQRT_HALF_BITS) as i64) >> 52;
-    let m = f64::from_bits(bits.wrapping_sub((k << 52) as u64));
-    let kf = k as f64;
+    let (kf, m) = split_exponent(ax as f64);
     let yd = y as f64;
     let f = m - 1.0;
     let d = m + 1.0;
@@ -86,12 +66,7 @@ fn y_log(ax: f32, y: f32) -> (f64, f64) {
     let s = f * inv_d;
     let s1 = f64::from_bits(s.to_bits() & !((1u64 << 25) - 1));
     let s2 = (f - s1 * d) * inv_d;
-    let z = s * s;
-    let mut p = ATANH[8];
-    for c in ATANH[..8].iter().rev() {
-        p = p * z + c;
-    }
-    let tail = s * z * p;
+    let tail = atanh_tail(s);
     let yk = yd * kf;
     let a = yk * LN2_A;
     let b = yd * (2.0 * s1);

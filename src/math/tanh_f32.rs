@@ -36,30 +36,14 @@ pub fn tanh_f32(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::f32_accuracy::{
-        check, every_bf16_input, every_f16_input, special_inputs, ten_million_f32_points,
-    };
+    use super::super::f32_accuracy::{check, special_inputs};
     use super::*;
 
     fn reference(x: f32) -> f32 {
         (x as f64).tanh() as f32
     }
 
-    #[test]
-    fn every_bf16_input_matches() {
-        assert_eq!(every_bf16_input("tanh", tanh_f32, reference), 0);
-    }
-
-    #[test]
-    fn every_f16_input_matches() {
-        assert_eq!(every_f16_input("tanh", tanh_f32, reference), 0);
-    }
-
-    #[test]
-    fn ten_million_f32_points_match() {
-        let differ = ten_million_f32_points("tanh", tanh_f32, reference, (-10.0, 10.0));
-        assert_eq!(differ, 0, "f32 points (of 10^7) that differ by an ulp");
-    }
+    super::super::f32_accuracy::accuracy_tests!(tanh: "tanh", tanh_f32, reference, (-10.0, 10.0));
 
     #[test]
     fn special_values() {

@@ -34,15 +34,13 @@
 //! 10^7 f32 points and on special values. Checked once offline (release build) over all 2^32
 //! f32 inputs: `sin_f32` and `cos_f32` are bit-identical to their references everywhere.
 
-use super::exp_f32::quiet;
+use super::exp_f32::{quiet, ROUND};
 use super::log_f32::DEFAULT_NAN;
 
 /// The largest |x| for which [`sin_f32_fast`] and [`cos_f32_fast`] are exact (2^20): the
 /// quadrant count stays below 2^20, so the three-part Cody–Waite reduction is exact enough.
 pub const SIN_COS_FAST_MAX: f32 = 1_048_576.0;
 
-/// 1.5 · 2^52: adding it to |t| < 2^51 rounds t to an integer held in the low mantissa bits.
-const ROUND: f64 = 6_755_399_441_055_744.0;
 const FRAC_2_PI: f64 = std::f64::consts::FRAC_2_PI;
 /// π/2 in three pieces of 33, 33 and 53 bits (fdlibm's pio2_1, pio2_2, pio2_2t).
 const P1: f64 = f64::from_bits(0x3FF9_21FB_5440_0000);
@@ -236,9 +234,7 @@ fn cos_large(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::f32_accuracy::{
-        check, every_bf16_input, every_f16_input, special_inputs, ten_million_f32_points,
-    };
+    use super::super::f32_accuracy::{accuracy_tests, check, special_inputs};
     use super::*;
 
     fn sin_ref(x: f32) -> f32 {
@@ -249,37 +245,8 @@ mod tests {
         (x as f64).cos() as f32
     }
 
-    #[test]
-    fn sin_every_bf16_input() {
-        assert_eq!(every_bf16_input("sin", sin_f32, sin_ref), 0);
-    }
-
-    #[test]
-    fn sin_every_f16_input() {
-        assert_eq!(every_f16_input("sin", sin_f32, sin_ref), 0);
-    }
-
-    #[test]
-    fn sin_ten_million_f32_points() {
-        let differ = ten_million_f32_points("sin", sin_f32, sin_ref, (-100.0, 100.0));
-        assert_eq!(differ, 0, "f32 points (of 10^7) that differ by an ulp");
-    }
-
-    #[test]
-    fn cos_every_bf16_input() {
-        assert_eq!(every_bf16_input("cos", cos_f32, cos_ref), 0);
-    }
-
-    #[test]
-    fn cos_every_f16_input() {
-        assert_eq!(every_f16_input("cos", cos_f32, cos_ref), 0);
-    }
-
-    #[test]
-    fn cos_ten_million_f32_points() {
-        let differ = ten_million_f32_points("cos", cos_f32, cos_ref, (-100.0, 100.0));
-        assert_eq!(differ, 0, "f32 points (of 10^7) that differ by an ulp");
-    }
+    accuracy_tests!(sin: "sin", sin_f32, sin_ref, (-100.0, 100.0));
+    accuracy_tests!(cos: "cos", cos_f32, cos_ref, (-100.0, 100.0));
 
     #[test]
     fn fast_variants_agree_within_their_domain() {

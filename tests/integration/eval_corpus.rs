@@ -118,12 +118,7 @@ fn fused_and_unfused_agree_on_the_corpus() {
                 in_place: fusion,
                 ..EvalOptions::default()
             };
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .start_handler(move |_| hlosim::eval::elementwise::set_wide_on_this_thread(wide))
-                .build()
-                .expect("thread pool");
-            pool.install(|| {
+            crate::common::pool(threads, wide).install(|| {
                 let mut ev = Evaluator::with_options(&m, options);
                 let r = ev.run(args.clone()).unwrap_or_else(|e| {
                     panic!("{stem} (fusion {fusion}, {threads} threads, wide {wide}): {e}")

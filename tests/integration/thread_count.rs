@@ -85,12 +85,7 @@ fn large_kernels_give_the_same_bits_on_one_and_two_threads() {
         array(&[ROWS, COLS], t.clone()),
     ];
     let run = |threads: usize, wide: bool, fusion: bool| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .start_handler(move |_| hlosim::eval::elementwise::set_wide_on_this_thread(wide))
-            .build()
-            .expect("thread pool");
-        pool.install(|| {
+        crate::common::pool(threads, wide).install(|| {
             let options = EvalOptions {
                 fusion,
                 in_place: fusion,

@@ -2,6 +2,7 @@
 //! - [`cli`]: scratch directories, running the `hlosim` binary and reading its output;
 //! - [`corpus`]: the corpus argument generator and the comparison with XLA:CPU's outputs;
 //! - [`golden`]: expected-text files, with a unified diff on a mismatch and `HLOSIM_BLESS=1`;
+//! - [`pool`]: a thread pool of a given size, with or without the loops' AVX2 build;
 //! - small arrays ([`f32s`], [`f32_value`], ...) and float comparison ([`assert_close`],
 //!   on `approx`; suites also use its macros directly).
 
@@ -12,6 +13,16 @@ pub mod golden;
 use half::bf16;
 use hlosim::eval::Value;
 use hlosim::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
+
+/// A rayon pool of `threads` threads whose elementwise loops may (`wide`) or may not use
+/// their AVX2 build: the suites that check results are independent of both run under it.
+pub fn pool(threads: usize, wide: bool) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .start_handler(move |_| hlosim::eval::elementwise::set_wide_on_this_thread(wide))
+        .build()
+        .expect("thread pool")
+}
 
 /// A rank-1 f32 array.
 pub fn f32s(v: &[f32]) -> ArrayLiteral {
