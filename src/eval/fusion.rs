@@ -206,7 +206,7 @@ fn tile_donors(
                     let Some(src) = sources[k].get(slot) else {
                         return false;
                     };
-                    ty_of(src) == Some(out.ty)
+                    ty_of(src).is_some_and(|t| in_place::fits(ins.opcode, t, out.ty))
                         && sources[k].iter().filter(|s| same(s, src)).count() == 1
                         && !sources[k + 1..].iter().flatten().any(|s| same(s, src))
                 }))

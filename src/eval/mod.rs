@@ -731,7 +731,9 @@ impl<'m> Evaluator<'m> {
             // One use left means this is the only read, also within this instruction.
             let qualifies = frame.remaining[o.index()] == 1
                 && matches!(&frame.slots[o.index()], Some(Value::Array(a))
-                    if Arc::strong_count(a) == 1 && a.shape.same_dims_and_type(out));
+                    if Arc::strong_count(a) == 1
+                        && a.shape.dims == out.dims
+                        && elementwise::in_place::fits(ins.opcode, a.shape.ty, out.ty));
             if !qualifies {
                 continue;
             }

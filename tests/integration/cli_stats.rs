@@ -193,6 +193,90 @@ fn results_take_over_dying_operands_and_the_budget_sees_it() {
     assert_eq!(old_peak, 4 * bytes + bytes / 4);
 }
 
+#[test]
+fn integer_clamp_convert_and_complex_results_take_over_dying_operands() {
+    use hlosim::eval::{EvalOptions, Evaluator, Replica, StatsSink, Value};
+    use num_complex::Complex;
+    use std::sync::Arc;
+    // Below the fusion threshold: every instruction runs on its own.
+    let n = 300usize;
+    let text = format!(
+        "HloModule widths\n\nENTRY main {{\n  x = s32[{n}] parameter(0)\n  \
+         y = s32[{n}] parameter(1)\n  p = f32[{n}] parameter(2)\n  \
+         lo = s32[] constant(-5)\n  hi = s32[] constant(40)\n  \
+         a = s32[{n}] multiply(x, y)\n  b = s32[{n}] subtract(a, x)\n  \
+         c = s32[{n}] clamp(lo, b, hi)\n  f = f32[{n}] convert(c)\n  \
+         g = u32[{n}] convert(f)\n  one = u32[] constant(1)\n  \
+         ones = u32[{n}] broadcast(one), dimensions={{}}\n  \
+         sh = u32[{n}] shift-left(g, ones)\n  z = c64[{n}] complex(p, p)\n  \
+         k = c64[] constant((0.5, -1))\n  ks = c64[{n}] broadcast(k), dimensions={{}}\n  \
+         w = c64[{n}] multiply(z, ks)\n  r = f32[{n}] real(w)\n  \
+         ROOT t = (u32[{n}], f32[{n}]) tuple(sh, r)\n}}\n"
+    );
+    let m = hlosim::hlo::parse_module(&text).unwrap();
+    let xs: Vec<i32> = (0..n as i32).map(|i| (i * 7) % 23 - 11).collect();
+    let ys: Vec<i32> = (0..n as i32).map(|i| (i * 5) % 13 - 6).collect();
+    let ps: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 3.0).collect();
+    let arr = |ty: ElementType, data: ArrayData| {
+        Value::array(ArrayLiteral {
+            shape: ArrayShape::new(ty, vec![n as i64]),
+            data,
+        })
+    };
+    let run = |in_place: bool| {
+        let sink = Arc::new(StatsSink::default());
+        let mut ev = Evaluator::with_options(
+            &m,
+            EvalOptions {
+                in_place,
+                ..EvalOptions::default()
+            },
+        );
+        ev.set_replica(Replica {
+            stats: Some(sink.clone()),
+            ..Replica::single()
+        });
+        let out = ev
+            .run(vec![
+                arr(ElementType::S32, ArrayData::S32(xs.clone())),
+                arr(ElementType::S32, ArrayData::S32(ys.clone())),
+                arr(ElementType::F32, ArrayData::F32(ps.clone())),
+            ])
+            .unwrap();
+        let Value::Tuple(parts) = out else {
+            panic!("expected a tuple, got {out:?}")
+        };
+        let data: Vec<ArrayData> = parts
+            .iter()
+            .map(|v| v.as_array().unwrap().data.clone())
+            .collect();
+        (data, sink.total().in_place)
+    };
+    // Hand-derived: sh = u32(f32(clamp(x·y − x, −5, 40))) << 1 (s32 → f32 → u32 exact for
+    // these magnitudes); r = re((p + p·i)(0.5 − i)) = 0.5p + p, exact for quarters.
+    let want_sh: Vec<u32> = xs
+        .iter()
+        .zip(&ys)
+        .map(|(&x, &y)| ((x * y - x).clamp(-5, 40).max(0) as u32) << 1)
+        .collect();
+    let want_r: Vec<f32> = ps
+        .iter()
+        .map(|&p| (Complex::new(p as f64, p as f64) * Complex::new(0.5, -1.0)).re as f32)
+        .collect();
+    let (old, old_in_place) = run(false);
+    let (new, in_place) = run(true);
+    assert_eq!(old_in_place, 0);
+    for data in [&old, &new] {
+        assert_eq!(data[0], ArrayData::U32(want_sh.clone()));
+        assert_eq!(data[1], ArrayData::F32(want_r.clone()));
+    }
+    // a takes over y (its last use; x is read again by b), b over a (integer binary), c over
+    // b (clamp), f over c (s32 → f32, equal width), g over f (f32 → u32), sh over g, w over
+    // z (complex binary). New buffers: ones, z and ks (wider than their operands), r
+    // (narrower than w).
+    assert_eq!(in_place, 7);
+}
+
 /// [`chain`] on a rank-1 array of `n` elements.
 fn chain_1d(n: usize) -> String {
     let t = format!("f32[{n}]");

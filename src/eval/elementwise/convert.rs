@@ -12,10 +12,12 @@
 //! subnormals except on the way to f64 (bf16 → f32 is exact, f32 → f64 sees DAZ).
 
 use super::int::XInt;
-use super::{daz32, map1, normalize_subbyte, result_shape, ty_bits, Minifloat};
+use super::side::{Side, Stored};
+use super::{daz32, map1, normalize_subbyte, result_shape, ty_bits, Minifloat, Src};
 use crate::eval::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction};
 use crate::io::raw;
+use bytemuck::Pod;
 use half::{bf16, f16};
 use num_complex::Complex;
 
@@ -45,76 +47,104 @@ pub(crate) fn convert_data(
     from: ElementType,
     to: ElementType,
 ) -> Result<ArrayData, EvalError> {
-    use ArrayData as D;
+    convert_src(Src::Ref(data), from, to)
+}
+
+/// [`convert_data`] on an operand that may be owned: a result of the operand's width
+/// (f32 → s32, bf16 → f16, s8 → u8, ...) is written into its buffer ([`Side::map`]).
+pub(crate) fn convert_src(
+    src: Src<'_>,
+    from: ElementType,
+    to: ElementType,
+) -> Result<ArrayData, EvalError> {
     if from == to {
-        return Ok(data.clone());
+        return Ok(src.into_owned());
     }
-    let mut out = match data {
-        D::Pred(v) => from_ints(&map1(v, |b| b as u8), to)?,
-        D::S8(v) => from_ints(v, to)?,
-        D::S16(v) => from_ints(v, to)?,
-        D::S32(v) => from_ints(v, to)?,
-        D::S64(v) => from_ints(v, to)?,
-        D::U8(v) => from_ints(v, to)?,
-        D::U16(v) => from_ints(v, to)?,
-        D::U32(v) => from_ints(v, to)?,
-        D::U64(v) => from_ints(v, to)?,
-        D::F16(v) => from_floats(v, |x: f16| x.to_f64(), from, to)?,
-        D::BF16(v) => from_floats(v, |x: bf16| x.to_f64(), from, to)?,
-        D::F32(v) => from_floats(v, |x: f32| x as f64, from, to)?,
-        D::F64(v) => from_floats(v, |x: f64| x, from, to)?,
+    let mut out = convert_typed(src, from, to)?;
+    normalize_subbyte(to, &mut out);
+    Ok(out)
+}
+
+/// The element loops of [`convert_src`], dispatched on the operand's storage type.
+fn convert_typed(src: Src<'_>, from: ElementType, to: ElementType) -> Result<ArrayData, EvalError> {
+    // Each storage type in turn takes the operand or hands it on.
+    macro_rules! first_of {
+        ($src:ident; $($t:ty => |$v:ident| $e:expr),+ $(,)?) => {
+            $(
+                let $src = match <$t as Stored>::side($src) {
+                    Ok($v) => return $e,
+                    Err(s) => s,
+                };
+            )+
+        };
+    }
+    first_of!(src;
+        i8 => |v| from_ints(v, to),
+        i16 => |v| from_ints(v, to),
+        i32 => |v| from_ints(v, to),
+        i64 => |v| from_ints(v, to),
+        u8 => |v| from_ints(v, to),
+        u16 => |v| from_ints(v, to),
+        u32 => |v| from_ints(v, to),
+        u64 => |v| from_ints(v, to),
+        f16 => |v| from_floats(v, |x: f16| x.to_f64(), from, to),
+        bf16 => |v| from_floats(v, |x: bf16| x.to_f64(), from, to),
+        f32 => |v| from_floats(v, |x: f32| x as f64, from, to),
+        f64 => |v| from_floats(v, |x: f64| x, from, to),
+    );
+    use ArrayData as D;
+    match src.data() {
+        D::Pred(v) => from_ints(Side::Own(map1(v, |b| b as u8)), to),
         D::Bits8(v) if from.is_narrow_float() => {
             let mf = Minifloat::new(from);
-            from_floats(v, |x: u8| mf.decode(x) as f64, from, to)?
+            from_floats(Side::Ref(v), |x: u8| mf.decode(x) as f64, from, to)
         }
         D::C64(v) => from_complex(
             &map1(v, |z| Complex::new(z.re as f64, z.im as f64)),
             from,
             to,
-        )?,
-        D::C128(v) => from_complex(v, from, to)?,
-        _ => return err(format!("cannot convert from {from}")),
-    };
-    normalize_subbyte(to, &mut out);
-    Ok(out)
+        ),
+        D::C128(v) => from_complex(v, from, to),
+        _ => err(format!("cannot convert from {from}")),
+    }
 }
 
-fn from_ints<T: XInt>(v: &[T], to: ElementType) -> Result<ArrayData, EvalError> {
+fn from_ints<T: XInt>(v: Side<'_, T>, to: ElementType) -> Result<ArrayData, EvalError> {
     use ElementType as E;
     Ok(match to {
-        E::Pred => ArrayData::Pred(map1(v, |x| x != T::ZERO)),
-        E::S2 | E::S4 | E::S8 => ArrayData::S8(map1(v, |x| x.to_i128() as i8)),
-        E::S16 => ArrayData::S16(map1(v, |x| x.to_i128() as i16)),
-        E::S32 => ArrayData::S32(map1(v, |x| x.to_i128() as i32)),
-        E::S64 => ArrayData::S64(map1(v, |x| x.to_i128() as i64)),
-        E::U2 | E::U4 | E::U8 => ArrayData::U8(map1(v, |x| x.to_i128() as u8)),
-        E::U16 => ArrayData::U16(map1(v, |x| x.to_i128() as u16)),
-        E::U32 => ArrayData::U32(map1(v, |x| x.to_i128() as u32)),
-        E::U64 => ArrayData::U64(map1(v, |x| x.to_i128() as u64)),
+        E::Pred => ArrayData::Pred(v.map_new(|x| x != T::ZERO)),
+        E::S2 | E::S4 | E::S8 => ArrayData::S8(v.map(|x| x.to_i128() as i8)),
+        E::S16 => ArrayData::S16(v.map(|x| x.to_i128() as i16)),
+        E::S32 => ArrayData::S32(v.map(|x| x.to_i128() as i32)),
+        E::S64 => ArrayData::S64(v.map(|x| x.to_i128() as i64)),
+        E::U2 | E::U4 | E::U8 => ArrayData::U8(v.map(|x| x.to_i128() as u8)),
+        E::U16 => ArrayData::U16(v.map(|x| x.to_i128() as u16)),
+        E::U32 => ArrayData::U32(v.map(|x| x.to_i128() as u32)),
+        E::U64 => ArrayData::U64(v.map(|x| x.to_i128() as u64)),
         // i128 → float `as` rounds once to nearest even.
-        E::F32 => ArrayData::F32(map1(v, |x| x.to_i128() as f32)),
-        E::F64 => ArrayData::F64(map1(v, |x| x.to_i128() as f64)),
+        E::F32 => ArrayData::F32(v.map(|x| x.to_i128() as f32)),
+        E::F64 => ArrayData::F64(v.map(|x| x.to_i128() as f64)),
         // Through f32, as XLA:CPU does (two roundings).
-        E::BF16 => ArrayData::BF16(map1(v, |x| bf16::from_f32(x.to_i128() as f32))),
-        E::F16 => ArrayData::F16(map1(v, |x| f16::from_f32(x.to_i128() as f32))),
-        E::C64 => ArrayData::C64(map1(v, |x| Complex::new(x.to_i128() as f32, 0.0))),
-        E::C128 => ArrayData::C128(map1(v, |x| Complex::new(x.to_i128() as f64, 0.0))),
+        E::BF16 => ArrayData::BF16(v.map(|x| bf16::from_f32(x.to_i128() as f32))),
+        E::F16 => ArrayData::F16(v.map(|x| f16::from_f32(x.to_i128() as f32))),
+        E::C64 => ArrayData::C64(v.map(|x| Complex::new(x.to_i128() as f32, 0.0))),
+        E::C128 => ArrayData::C128(v.map(|x| Complex::new(x.to_i128() as f64, 0.0))),
         t if t.is_narrow_float() => {
             let mf = Minifloat::new(t);
-            ArrayData::Bits8(map1(v, |x| mf.encode(x.to_f64())))
+            ArrayData::Bits8(v.map(|x| mf.encode(x.to_f64())))
         }
         t => return err(format!("cannot convert to {t}")),
     })
 }
 
 fn from_floats<S, F>(
-    v: &[S],
+    v: Side<'_, S>,
     get_raw: F,
     from: ElementType,
     to: ElementType,
 ) -> Result<ArrayData, EvalError>
 where
-    S: Copy + Sync,
+    S: Pod + Send + Sync,
     F: Fn(S) -> f64 + Sync + Send,
 {
     use ElementType as E;
@@ -146,33 +176,33 @@ where
     // Float → sub-byte integer saturates to the logical range first.
     let sub = |lo: f64, hi: f64| move |x: f64| if x.is_nan() { 0.0 } else { x.clamp(lo, hi) };
     Ok(match to {
-        E::Pred => ArrayData::Pred(map1(v, |x| get(x) != 0.0)),
+        E::Pred => ArrayData::Pred(v.map_new(|x| get(x) != 0.0)),
         E::S2 | E::S4 => {
             let b = ty_bits(to) as i32;
             let c = sub(-(2f64.powi(b - 1)), 2f64.powi(b - 1) - 1.0);
-            ArrayData::S8(map1(v, |x| c(get(x)) as i8))
+            ArrayData::S8(v.map(|x| c(get(x)) as i8))
         }
         E::U2 | E::U4 => {
             let c = sub(0.0, 2f64.powi(ty_bits(to) as i32) - 1.0);
-            ArrayData::U8(map1(v, |x| c(get(x)) as u8))
+            ArrayData::U8(v.map(|x| c(get(x)) as u8))
         }
-        E::S8 => ArrayData::S8(map1(v, |x| i8::from_f64_sat(get(x)))),
-        E::S16 => ArrayData::S16(map1(v, |x| i16::from_f64_sat(get(x)))),
-        E::S32 => ArrayData::S32(map1(v, |x| i32::from_f64_sat(get(x)))),
-        E::S64 => ArrayData::S64(map1(v, |x| i64::from_f64_sat(get(x)))),
-        E::U8 => ArrayData::U8(map1(v, |x| u8::from_f64_sat(get(x)))),
-        E::U16 => ArrayData::U16(map1(v, |x| u16::from_f64_sat(get(x)))),
-        E::U32 => ArrayData::U32(map1(v, |x| u32::from_f64_sat(get(x)))),
-        E::U64 => ArrayData::U64(map1(v, |x| u64::from_f64_sat(get(x)))),
-        E::F32 => ArrayData::F32(map1(v, |x| to32(get(x)))),
-        E::F64 => ArrayData::F64(map1(v, get)),
-        E::BF16 => ArrayData::BF16(map1(v, |x| bf16::from_f32(to32(get(x))))),
-        E::F16 => ArrayData::F16(map1(v, |x| f16::from_f32(to32(get(x))))),
-        E::C64 => ArrayData::C64(map1(v, |x| Complex::new(get(x) as f32, 0.0))),
-        E::C128 => ArrayData::C128(map1(v, |x| Complex::new(get(x), 0.0))),
+        E::S8 => ArrayData::S8(v.map(|x| i8::from_f64_sat(get(x)))),
+        E::S16 => ArrayData::S16(v.map(|x| i16::from_f64_sat(get(x)))),
+        E::S32 => ArrayData::S32(v.map(|x| i32::from_f64_sat(get(x)))),
+        E::S64 => ArrayData::S64(v.map(|x| i64::from_f64_sat(get(x)))),
+        E::U8 => ArrayData::U8(v.map(|x| u8::from_f64_sat(get(x)))),
+        E::U16 => ArrayData::U16(v.map(|x| u16::from_f64_sat(get(x)))),
+        E::U32 => ArrayData::U32(v.map(|x| u32::from_f64_sat(get(x)))),
+        E::U64 => ArrayData::U64(v.map(|x| u64::from_f64_sat(get(x)))),
+        E::F32 => ArrayData::F32(v.map(|x| to32(get(x)))),
+        E::F64 => ArrayData::F64(v.map(get)),
+        E::BF16 => ArrayData::BF16(v.map(|x| bf16::from_f32(to32(get(x))))),
+        E::F16 => ArrayData::F16(v.map(|x| f16::from_f32(to32(get(x))))),
+        E::C64 => ArrayData::C64(v.map(|x| Complex::new(get(x) as f32, 0.0))),
+        E::C128 => ArrayData::C128(v.map(|x| Complex::new(get(x), 0.0))),
         t if t.is_narrow_float() => {
             let mf = Minifloat::new(t);
-            ArrayData::Bits8(map1(v, |x| mf.encode(get(x))))
+            ArrayData::Bits8(v.map(|x| mf.encode(get(x))))
         }
         t => return err(format!("cannot convert to {t}")),
     })

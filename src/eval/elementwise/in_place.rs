@@ -4,31 +4,38 @@
 //! faulting them in was a third of an unfused elementwise chain's time.
 //!
 //! The evaluator decides when an operand may be given up ([`super::super::Evaluator`]'s
-//! `run_one`: last use, a unique `Arc`, the result's storage type and dimensions, no hooks
-//! that intercept or cast). This module only runs the kernels, and they are the ordinary
-//! ones: unary ops through [`super::unary::unary_data`] with an owned [`Src`], binary float
-//! arithmetic through the same [`FloatOp`] definitions [`super::binary`] uses, select by
-//! overwriting the donated branch where the predicate picks the other. What is not covered
-//! (compare and convert change the storage type; integer and complex binary ops, clamp)
-//! gives the buffer back and runs the ordinary kernel.
+//! `run_one`: last use, a unique `Arc`, dimensions equal to the result's and a storage type
+//! that [`fits`], no hooks that intercept or cast). This module only runs the kernels, and
+//! they are the ordinary ones, handed the operand as an owned [`Src`]: unary ops, binary ops
+//! of every type, clamp and convert ([`super::side`] writes into the buffer), and select by
+//! overwriting the donated branch where the predicate picks the other. Compare is not
+//! covered: its pred result is narrower than any operand but an 8-bit one.
 
-use super::scalar_ops::{self as ops, FloatOp, FloatStorage};
-use super::{map2_mut, Src};
+use super::convert::convert_src;
+use super::Src;
 use crate::eval::{KResult, Value};
-use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, BinaryOp, Instruction, Opcode};
-use half::{bf16, f16};
+use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType, Instruction, Opcode};
 
 /// The operands of `op` whose buffer the result may take over.
 pub(crate) fn donor_slots(op: Opcode) -> &'static [usize] {
-    if op.as_unary().is_some() {
+    if op.as_unary().is_some() || op == Opcode::Convert {
         &[0]
     } else if op.as_binary().is_some() {
         &[0, 1]
     } else if op == Opcode::Select {
         &[1, 2]
+    } else if op == Opcode::Clamp {
+        &[1]
     } else {
         &[]
     }
+}
+
+/// Whether `op`'s result, of element type `out`, may be written into an operand of element
+/// type `from`: the same type, or for convert one of the same storage width (the byte
+/// accounting of the donated buffer carries over unchanged).
+pub(crate) fn fits(op: Opcode, from: ElementType, out: ElementType) -> bool {
+    from == out || (op == Opcode::Convert && from.byte_size() == out.byte_size())
 }
 
 /// What [`eval`] did with a donated buffer.
@@ -40,8 +47,8 @@ pub(crate) enum Outcome {
 }
 
 /// Evaluates `ins` into `donor`, the array of operand `k` (which the caller owns and whose
-/// storage type and dimensions are the result's). `ops` are the other operands (`None` at
-/// `k`).
+/// dimensions are the result's, its storage type one that [`fits`]). `ops` are the other
+/// operands (`None` at `k`).
 pub(crate) fn eval(
     ins: &Instruction,
     k: usize,
@@ -52,16 +59,40 @@ pub(crate) fn eval(
         return Outcome::Declined(donor);
     };
     let ArrayLiteral { shape, data } = donor;
+    let array = |k: usize| match ops.get(k).copied().flatten().map(Value::as_array) {
+        Some(Ok(a)) => Some(a),
+        _ => None,
+    };
     let result = if let Some(op) = ins.opcode.as_unary() {
-        super::unary::unary_data(op, Src::Own(data), shape.ty, out.ty).map_err(|s| match s {
-            Src::Own(d) => d,
-            // unary_data gives back what it was given.
-            Src::Ref(d) => d.clone(),
-        })
+        super::unary::unary_data(op, Src::Own(data), shape.ty, out.ty).map_err(Src::into_owned)
     } else if let Some(op) = ins.opcode.as_binary() {
-        let other = ops.get(1 - k).copied().flatten().map(Value::as_array);
-        match other {
-            Some(Ok(b)) if b.shape.same_dims_and_type(&shape) => binary(op, data, &b.data, k == 1),
+        match array(1 - k) {
+            Some(b) if b.shape.same_dims_and_type(&shape) => {
+                let (a, b) = if k == 0 {
+                    (Src::Own(data), Src::Ref(&b.data))
+                } else {
+                    (Src::Ref(&b.data), Src::Own(data))
+                };
+                super::binary::binary_data(op, a, b, shape.ty)
+                    .map_err(|(a, b)| if k == 0 { a } else { b }.into_owned())
+            }
+            _ => Err(data),
+        }
+    } else if ins.opcode == Opcode::Convert {
+        // Every storage type has a convert kernel; an undefined conversion is an error,
+        // not a decline.
+        let r = convert_src(Src::Own(data), shape.ty, out.ty);
+        return Outcome::Done(r.map(|data| {
+            Value::array(ArrayLiteral {
+                shape: out.clone(),
+                data,
+            })
+        }));
+    } else if ins.opcode == Opcode::Clamp {
+        match (array(0), array(2)) {
+            (Some(lo), Some(hi)) => {
+                super::select::clamp_data(lo, Src::Own(data), hi, out).map_err(Src::into_owned)
+            }
             _ => Err(data),
         }
     } else if ins.opcode == Opcode::Select {
@@ -76,52 +107,6 @@ pub(crate) fn eval(
         }))),
         Err(data) => Outcome::Declined(ArrayLiteral { shape, data }),
     }
-}
-
-/// `op` over the donated buffer and `other`; `donor_is_rhs` says which operand it was.
-fn binary(
-    op: BinaryOp,
-    data: ArrayData,
-    other: &ArrayData,
-    donor_is_rhs: bool,
-) -> Result<ArrayData, ArrayData> {
-    use BinaryOp as O;
-    match op {
-        O::Add => float::<ops::Add>(data, other, donor_is_rhs),
-        O::Subtract => float::<ops::Sub>(data, other, donor_is_rhs),
-        O::Multiply => float::<ops::Mul>(data, other, donor_is_rhs),
-        O::Divide => float::<ops::Div>(data, other, donor_is_rhs),
-        O::Remainder => float::<ops::Rem>(data, other, donor_is_rhs),
-        O::Power => float::<ops::Pow>(data, other, donor_is_rhs),
-        O::Atan2 => float::<ops::Atan2>(data, other, donor_is_rhs),
-        O::Maximum => float::<ops::Max>(data, other, donor_is_rhs),
-        O::Minimum => float::<ops::Min>(data, other, donor_is_rhs),
-        _ => Err(data),
-    }
-}
-
-/// Float operation `O` written into the donated buffer.
-fn float<O: FloatOp>(
-    data: ArrayData,
-    other: &ArrayData,
-    donor_is_rhs: bool,
-) -> Result<ArrayData, ArrayData> {
-    fn go<T: FloatStorage, O: FloatOp>(mut v: Vec<T>, w: &[T], rhs: bool) -> Vec<T> {
-        if rhs {
-            map2_mut(&mut v, w, |b, a| T::apply::<O>(a, b));
-        } else {
-            map2_mut(&mut v, w, |a, b| T::apply::<O>(a, b));
-        }
-        v
-    }
-    use ArrayData as D;
-    Ok(match (data, other) {
-        (D::F32(v), D::F32(w)) => D::F32(go::<f32, O>(v, w, donor_is_rhs)),
-        (D::F64(v), D::F64(w)) => D::F64(go::<f64, O>(v, w, donor_is_rhs)),
-        (D::BF16(v), D::BF16(w)) => D::BF16(go::<bf16, O>(v, w, donor_is_rhs)),
-        (D::F16(v), D::F16(w)) => D::F16(go::<f16, O>(v, w, donor_is_rhs)),
-        (d, _) => return Err(d),
-    })
 }
 
 /// `select(p, t, f)` into the donated branch (`k` = 1 for on_true, 2 for on_false): the

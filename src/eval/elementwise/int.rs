@@ -4,7 +4,9 @@
 //! kernel is written once and monomorphised per type.
 
 /// An integer storage type with XLA's elementwise semantics.
-pub(crate) trait XInt: Copy + Send + Sync + PartialOrd + Eq + 'static {
+pub(crate) trait XInt:
+    Copy + Send + Sync + PartialOrd + Eq + bytemuck::Pod + 'static
+{
     /// Whether the type is signed (drives comparison, shifts and division rules).
     const SIGNED: bool;
     /// Storage width in bits.

@@ -28,6 +28,7 @@ mod logistic;
 mod reduce_precision;
 pub(crate) mod scalar_ops;
 mod select;
+pub(crate) mod side;
 mod unary;
 
 pub use binary::binary;
@@ -57,6 +58,14 @@ impl Src<'_> {
     pub(crate) fn data(&self) -> &ArrayData {
         match self {
             Src::Ref(d) => d,
+            Src::Own(d) => d,
+        }
+    }
+
+    /// The operand's buffer: the owned one, or a copy of the borrowed one.
+    pub(crate) fn into_owned(self) -> ArrayData {
+        match self {
+            Src::Ref(d) => d.clone(),
             Src::Own(d) => d,
         }
     }

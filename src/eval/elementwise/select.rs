@@ -1,7 +1,8 @@
 //! `select` (scalar or array predicate) and `clamp` (scalar or array bounds).
 
 use super::scalar_ops::{fmax, fmin};
-use super::{daz32, daz64, map1, map2, map3, result_shape};
+use super::side::{Side, Stored};
+use super::{daz32, daz64, map1, map1_mut, map2, map2_mut, map3, map3_mut, result_shape, Src};
 use crate::eval::{err, EvalError, KResult, Value};
 use crate::hlo::Instruction;
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape};
@@ -97,26 +98,46 @@ fn check_bound(what: &str, s: &ArrayShape, out: &ArrayShape) -> Result<bool, Eva
 }
 
 /// Clamps with a per-type `f(lo, x, hi)`, expanding a scalar bound only when the other bound
-/// is an array.
-fn clamp_loop<T, F>(lo: &[T], x: &[T], hi: &[T], lo_s: bool, hi_s: bool, f: F) -> Vec<T>
+/// is an array; into the operand's buffer when it is owned.
+fn clamp_loop<T, F>(lo: &[T], x: Side<'_, T>, hi: &[T], lo_s: bool, hi_s: bool, f: F) -> Vec<T>
 where
     T: Copy + Send + Sync,
     F: Fn(T, T, T) -> T + Sync + Send,
 {
-    match (lo_s, hi_s) {
-        (true, true) => {
-            let (l, h) = (lo[0], hi[0]);
-            map1(x, |v| f(l, v, h))
+    match x {
+        Side::Own(mut v) => {
+            match (lo_s, hi_s) {
+                (true, true) => {
+                    let (l, h) = (lo[0], hi[0]);
+                    map1_mut(&mut v, |x| f(l, x, h));
+                }
+                (true, false) => {
+                    let l = lo[0];
+                    map2_mut(&mut v, hi, |x, h| f(l, x, h));
+                }
+                (false, true) => {
+                    let h = hi[0];
+                    map2_mut(&mut v, lo, |x, l| f(l, x, h));
+                }
+                (false, false) => map3_mut(&mut v, lo, hi, |x, l, h| f(l, x, h)),
+            }
+            v
         }
-        (true, false) => {
-            let l = lo[0];
-            map2(x, hi, |v, h| f(l, v, h))
-        }
-        (false, true) => {
-            let h = hi[0];
-            map2(lo, x, |l, v| f(l, v, h))
-        }
-        (false, false) => map3(lo, x, hi, f),
+        Side::Ref(x) => match (lo_s, hi_s) {
+            (true, true) => {
+                let (l, h) = (lo[0], hi[0]);
+                map1(x, |v| f(l, v, h))
+            }
+            (true, false) => {
+                let l = lo[0];
+                map2(x, hi, |v, h| f(l, v, h))
+            }
+            (false, true) => {
+                let h = hi[0];
+                map2(lo, x, |l, v| f(l, v, h))
+            }
+            (false, false) => map3(lo, x, hi, f),
+        },
     }
 }
 
@@ -134,12 +155,42 @@ pub fn clamp(ins: &Instruction, ops: &[&Value]) -> KResult {
             x.shape
         ));
     }
-    let lo_s = check_bound("min", &lo.shape, out)?;
-    let hi_s = check_bound("max", &hi.shape, out)?;
+    check_bound("min", &lo.shape, out)?;
+    check_bound("max", &hi.shape, out)?;
+    let data = clamp_data(lo, Src::Ref(&x.data), hi, out)
+        .map_err(|_| EvalError::new(format!("clamp is not defined for element type {}", out.ty)))?;
+    Ok(Value::array(ArrayLiteral {
+        shape: out.clone(),
+        data,
+    }))
+}
+
+/// The clamp kernel for an operand of the result's shape `out`, owned or borrowed. The
+/// operand comes back (`Err`) when a bound's shape or type does not fit or the type has no
+/// clamp.
+pub(crate) fn clamp_data<'a>(
+    lo: &ArrayLiteral,
+    x: Src<'a>,
+    hi: &ArrayLiteral,
+    out: &ArrayShape,
+) -> Result<ArrayData, Src<'a>> {
+    let (Ok(lo_s), Ok(hi_s)) = (
+        check_bound("min", &lo.shape, out),
+        check_bound("max", &hi.shape, out),
+    ) else {
+        return Err(x);
+    };
     use ArrayData as D;
+    // The operand as `$t` (or back to the caller), clamped with `f`.
+    macro_rules! typed {
+        ($t:ty, $l:expr, $h:expr, $f:expr) => {
+            <$t as Stored>::side(x)
+                .map(|v| <$t as Stored>::wrap(clamp_loop($l, v, $h, lo_s, hi_s, $f)))
+        };
+    }
     macro_rules! ord {
-        ($l:expr, $x:expr, $h:expr) => {
-            clamp_loop($l, $x, $h, lo_s, hi_s, |l, v, h| {
+        ($t:ty, $l:expr, $h:expr) => {
+            typed!($t, $l, $h, |l, v, h| {
                 let m = if l > v { l } else { v };
                 if h < m {
                     h
@@ -149,38 +200,27 @@ pub fn clamp(ins: &Instruction, ops: &[&Value]) -> KResult {
             })
         };
     }
-    macro_rules! flt {
-        ($l:expr, $x:expr, $h:expr) => {
-            clamp_loop($l, $x, $h, lo_s, hi_s, |l, v, h| fmin(fmax(v, l), h))
-        };
-    }
-    let data = match (&lo.data, &x.data, &hi.data) {
-        (D::Pred(l), D::Pred(v), D::Pred(h)) => D::Pred(ord!(l, v, h)),
-        (D::S8(l), D::S8(v), D::S8(h)) => D::S8(ord!(l, v, h)),
-        (D::S16(l), D::S16(v), D::S16(h)) => D::S16(ord!(l, v, h)),
-        (D::S32(l), D::S32(v), D::S32(h)) => D::S32(ord!(l, v, h)),
-        (D::S64(l), D::S64(v), D::S64(h)) => D::S64(ord!(l, v, h)),
-        (D::U8(l), D::U8(v), D::U8(h)) => D::U8(ord!(l, v, h)),
-        (D::U16(l), D::U16(v), D::U16(h)) => D::U16(ord!(l, v, h)),
-        (D::U32(l), D::U32(v), D::U32(h)) => D::U32(ord!(l, v, h)),
-        (D::U64(l), D::U64(v), D::U64(h)) => D::U64(ord!(l, v, h)),
-        (D::F32(l), D::F32(v), D::F32(h)) => D::F32(clamp_loop(l, v, h, lo_s, hi_s, |l, v, h| {
+    match (&lo.data, &hi.data) {
+        (D::Pred(l), D::Pred(h)) => ord!(bool, l, h),
+        (D::S8(l), D::S8(h)) => ord!(i8, l, h),
+        (D::S16(l), D::S16(h)) => ord!(i16, l, h),
+        (D::S32(l), D::S32(h)) => ord!(i32, l, h),
+        (D::S64(l), D::S64(h)) => ord!(i64, l, h),
+        (D::U8(l), D::U8(h)) => ord!(u8, l, h),
+        (D::U16(l), D::U16(h)) => ord!(u16, l, h),
+        (D::U32(l), D::U32(h)) => ord!(u32, l, h),
+        (D::U64(l), D::U64(h)) => ord!(u64, l, h),
+        (D::F32(l), D::F32(h)) => typed!(f32, l, h, |l, v, h| {
             fmin(fmax(daz32(v), daz32(l)), daz32(h))
-        })),
-        (D::F64(l), D::F64(v), D::F64(h)) => D::F64(clamp_loop(l, v, h, lo_s, hi_s, |l, v, h| {
+        }),
+        (D::F64(l), D::F64(h)) => typed!(f64, l, h, |l, v, h| {
             fmin(fmax(daz64(v), daz64(l)), daz64(h))
-        })),
-        (D::BF16(l), D::BF16(v), D::BF16(h)) => {
-            D::BF16(clamp_loop(l, v, h, lo_s, hi_s, |l, v, h| {
-                let d = |x: half::bf16| half::bf16::from_f32(daz32(x.to_f32()));
-                fmin(fmax(d(v), d(l)), d(h))
-            }))
-        }
-        (D::F16(l), D::F16(v), D::F16(h)) => D::F16(flt!(l, v, h)),
-        _ => return err(format!("clamp is not defined for element type {}", out.ty)),
-    };
-    Ok(Value::array(ArrayLiteral {
-        shape: out.clone(),
-        data,
-    }))
+        }),
+        (D::BF16(l), D::BF16(h)) => typed!(half::bf16, l, h, |l, v, h| {
+            let d = |x: half::bf16| half::bf16::from_f32(daz32(x.to_f32()));
+            fmin(fmax(d(v), d(l)), d(h))
+        }),
+        (D::F16(l), D::F16(h)) => typed!(half::f16, l, h, |l, v, h| fmin(fmax(v, l), h)),
+        _ => Err(x),
+    }
 }
