@@ -95,12 +95,17 @@ pub(crate) fn fmin<T: num_traits::Float>(a: T, b: T) -> T {
 /// loops, `lanes`), which changes which of two NaNs wins; XLA:CPU keeps the first (oracle
 /// fixture binary_f32_arith: NaN(+) + NaN(-) is NaN(+)). `x + x` quiets a NaN whatever
 /// the operand order.
+///
+/// Both quieted values are computed and then selected, with no branch: a lane loop (the
+/// reduce leaf's eight accumulators) is vectorised by LLVM's SLP vectoriser only when its
+/// body is branch-free; written as an if/else chain it compiled to scalar adds with a jump
+/// per element, and a 16M-element f32 sum ran 2x slower.
 #[inline(always)]
 pub(crate) fn first_nan<T: num_traits::Float>(a: T, b: T, r: T) -> T {
+    let (qa, qb) = (a + a, b + b);
+    let r = if b.is_nan() { qb } else { r };
     if a.is_nan() {
-        a + a
-    } else if b.is_nan() {
-        b + b
+        qa
     } else {
         r
     }

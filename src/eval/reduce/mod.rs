@@ -429,14 +429,19 @@ fn fold_leaf<T: Copy, F: Fn(T, T) -> T + Copy>(s: &[T], f: F) -> T {
         }
         return acc;
     }
-    let mut acc: [T; LANES] = std::array::from_fn(|j| s[j]);
-    let mut chunks = s[LANES..].chunks_exact(LANES);
-    for c in &mut chunks {
+    let (first, rest) = s.as_chunks::<LANES>();
+    // s.len() >= 2 * LANES: there is a first chunk.
+    let Some((&first, chunks)) = first.split_first() else {
+        return s[1..].iter().fold(s[0], |a, &x| f(a, x));
+    };
+    let mut acc: [T; LANES] = first;
+    // Whole arrays per step: LLVM sees eight independent lanes and vectorises them.
+    for c in chunks {
         for j in 0..LANES {
             acc[j] = f(acc[j], c[j]);
         }
     }
-    for (j, &x) in chunks.remainder().iter().enumerate() {
+    for (j, &x) in rest.iter().enumerate() {
         acc[j] = f(acc[j], x);
     }
     let mut w = LANES;
