@@ -143,9 +143,7 @@ fn diff_stats_report_both_runs() {
 
 #[test]
 fn results_take_over_dying_operands_and_the_budget_sees_it() {
-    use hlosim::eval::memory::MemoryBudget;
-    use hlosim::eval::{EvalOptions, Evaluator, Replica, StatsSink, Value};
-    use std::sync::Arc;
+    use hlosim::eval::Value;
     // 1000 elements: below the fusion threshold, so every instruction runs on its own.
     let n = 1000usize;
     let m = hlosim::hlo::parse_module(&chain_1d(n)).unwrap();
@@ -160,23 +158,8 @@ fn results_take_over_dying_operands_and_the_budget_sees_it() {
         })
     };
     let run = |in_place: bool| {
-        let budget = Arc::new(MemoryBudget::new(1 << 30));
-        let sink = Arc::new(StatsSink::default());
-        let mut ev = Evaluator::with_options(
-            &m,
-            EvalOptions {
-                in_place,
-                ..EvalOptions::default()
-            },
-        );
-        ev.set_replica(Replica {
-            budget: budget.clone(),
-            stats: Some(sink.clone()),
-            ..Replica::single()
-        });
-        let out = ev.run(vec![arg(0), arg(1)]).unwrap();
-        let leaf = out.as_array().unwrap().clone();
-        (leaf, sink.total(), budget.peak(), budget.reserved_total())
+        let (out, stats, peak, reserved) = run_counted(&m, in_place, vec![arg(0), arg(1)]);
+        (out.as_array().unwrap().clone(), stats, peak, reserved)
     };
     let bytes = (n * 4) as u64;
     let (old, old_stats, old_peak, old_reserved) = run(false);
@@ -195,9 +178,8 @@ fn results_take_over_dying_operands_and_the_budget_sees_it() {
 
 #[test]
 fn integer_clamp_convert_and_complex_results_take_over_dying_operands() {
-    use hlosim::eval::{EvalOptions, Evaluator, Replica, StatsSink, Value};
+    use hlosim::eval::Value;
     use num_complex::Complex;
-    use std::sync::Arc;
     // Below the fusion threshold: every instruction runs on its own.
     let n = 300usize;
     let text = format!(
@@ -224,25 +206,12 @@ fn integer_clamp_convert_and_complex_results_take_over_dying_operands() {
         })
     };
     let run = |in_place: bool| {
-        let sink = Arc::new(StatsSink::default());
-        let mut ev = Evaluator::with_options(
-            &m,
-            EvalOptions {
-                in_place,
-                ..EvalOptions::default()
-            },
-        );
-        ev.set_replica(Replica {
-            stats: Some(sink.clone()),
-            ..Replica::single()
-        });
-        let out = ev
-            .run(vec![
-                arr(ElementType::S32, ArrayData::S32(xs.clone())),
-                arr(ElementType::S32, ArrayData::S32(ys.clone())),
-                arr(ElementType::F32, ArrayData::F32(ps.clone())),
-            ])
-            .unwrap();
+        let args = vec![
+            arr(ElementType::S32, ArrayData::S32(xs.clone())),
+            arr(ElementType::S32, ArrayData::S32(ys.clone())),
+            arr(ElementType::F32, ArrayData::F32(ps.clone())),
+        ];
+        let (out, stats, _, _) = run_counted(&m, in_place, args);
         let Value::Tuple(parts) = out else {
             panic!("expected a tuple, got {out:?}")
         };
@@ -250,7 +219,7 @@ fn integer_clamp_convert_and_complex_results_take_over_dying_operands() {
             .iter()
             .map(|v| v.as_array().unwrap().data.clone())
             .collect();
-        (data, sink.total().in_place)
+        (data, stats.in_place)
     };
     // Hand-derived: sh = u32(f32(clamp(x·y − x, −5, 40))) << 1 (s32 → f32 → u32 exact for
     // these magnitudes); r = re((p + p·i)(0.5 − i)) = 0.5p + p, exact for quarters.
@@ -275,6 +244,34 @@ fn integer_clamp_convert_and_complex_results_take_over_dying_operands() {
     // z (complex binary). New buffers: ones, z and ks (wider than their operands), r
     // (narrower than w).
     assert_eq!(in_place, 7);
+}
+
+/// Runs `m` on `args` with buffer reuse on or off, counting: the result, the run's
+/// statistics, and its memory budget's peak and total reservations.
+fn run_counted(
+    m: &hlosim::hlo::Module,
+    in_place: bool,
+    args: Vec<hlosim::eval::Value>,
+) -> (hlosim::eval::Value, hlosim::eval::EvalStats, u64, u64) {
+    use hlosim::eval::memory::MemoryBudget;
+    use hlosim::eval::{EvalOptions, Evaluator, Replica, StatsSink};
+    use std::sync::Arc;
+    let budget = Arc::new(MemoryBudget::new(1 << 30));
+    let sink = Arc::new(StatsSink::default());
+    let mut ev = Evaluator::with_options(
+        m,
+        EvalOptions {
+            in_place,
+            ..EvalOptions::default()
+        },
+    );
+    ev.set_replica(Replica {
+        budget: budget.clone(),
+        stats: Some(sink.clone()),
+        ..Replica::single()
+    });
+    let out = ev.run(args).unwrap();
+    (out, sink.total(), budget.peak(), budget.reserved_total())
 }
 
 /// [`chain`] on a rank-1 array of `n` elements.

@@ -16,14 +16,13 @@ mod view;
 
 pub use conv::convolution;
 
-use super::reduce::{arrays, index_offsets, result_shapes, PARALLEL_WORK};
-use super::util::strides;
+use super::reduce::{arrays, result_shapes, PARALLEL_WORK};
 use super::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, Instruction};
 use convert::Compute;
 use num_complex::Complex;
 use rayon::prelude::*;
-use view::mat_view;
+use view::{group_offsets, mat_view};
 
 /// dot: `result[b, m, n] = Σ_k lhs[b, m, k] · rhs[b, k, n]` over the dimension numbers.
 pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
@@ -87,22 +86,12 @@ pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
     let k = prod(ld, &mut dd.lhs_contracting.iter().map(|&d| d as usize));
     let m = prod(ld, &mut lfree.iter().copied());
     let n = prod(rd, &mut rfree.iter().copied());
-    // Offsets of the operands in [B, M, K] and [B, K, N] order.
+    // The operands' dimension groups in [B, M, K] and [B, K, N] order.
     let to_us = |v: &[i64]| v.iter().map(|&d| d as usize).collect::<Vec<_>>();
     let (lb, lc) = (to_us(&dd.lhs_batch), to_us(&dd.lhs_contracting));
     let (rb, rc) = (to_us(&dd.rhs_batch), to_us(&dd.rhs_contracting));
     let lgroups: [&[usize]; 3] = [&lb, &lfree, &lc];
     let rgroups: [&[usize]; 3] = [&rb, &rc, &rfree];
-    let order = |a: &ArrayLiteral, groups: [&[usize]; 3]| {
-        let st = strides(a.dims());
-        let all: Vec<usize> = groups.concat();
-        index_offsets(
-            &all.iter()
-                .map(|&d| a.dims()[d] as usize)
-                .collect::<Vec<_>>(),
-            &all.iter().map(|&d| st[d]).collect::<Vec<_>>(),
-        )
-    };
     let ty = out_shape.ty;
     let (lt, rt) = (lhs.ty(), rhs.ty());
     // One matrixmultiply call per batch, in f32 (sgemm) or f64 (dgemm), on the operands
@@ -159,8 +148,8 @@ pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
         }
         Compute::F64 => ArrayData::F64(float_gemm!(gather_f64, dgemm, 0f64, f64, F64)),
         Compute::I64 => {
-            let a = convert::gather_i64(&lhs.data, lt, &order(lhs, lgroups))?;
-            let bb = convert::gather_i64(&rhs.data, rt, &order(rhs, rgroups))?;
+            let a = convert::gather_i64(&lhs.data, lt, &group_offsets(lhs, lgroups))?;
+            let bb = convert::gather_i64(&rhs.data, rt, &group_offsets(rhs, rgroups))?;
             let mut c = vec![0i64; b * m * n];
             batched(&mut c, (b, m, n, k), Split::Rows, |rows, c, bi, r0| {
                 naive_gemm(
@@ -176,8 +165,8 @@ pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
             convert::from_i64(ty, c)
         }
         Compute::Complex => {
-            let a = convert::gather_c64(&lhs.data, lt, &order(lhs, lgroups));
-            let bb = convert::gather_c64(&rhs.data, rt, &order(rhs, rgroups));
+            let a = convert::gather_c64(&lhs.data, lt, &group_offsets(lhs, lgroups));
+            let bb = convert::gather_c64(&rhs.data, rt, &group_offsets(rhs, rgroups));
             let mut c = vec![Complex::new(0.0, 0.0); b * m * n];
             batched(&mut c, (b, m, n, k), Split::Rows, |rows, c, bi, r0| {
                 naive_gemm(

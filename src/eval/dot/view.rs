@@ -56,17 +56,23 @@ pub(super) fn mat_view<'a, T: Clone>(
             cs,
         };
     }
-    let all: Vec<usize> = groups.concat();
-    let offsets = index_offsets(
-        &all.iter().map(|&d| dims[d] as usize).collect::<Vec<_>>(),
-        &all.iter().map(|&d| st[d]).collect::<Vec<_>>(),
-    );
     MatView {
-        data: Cow::Owned(gather(&offsets)),
+        data: Cow::Owned(gather(&group_offsets(a, groups))),
         batch: (0..nb).map(|bi| bi * rows * cols).collect(),
         rs: cols as isize,
         cs: 1,
     }
+}
+
+/// The offset of every element of `a` in the order of its dimension groups (`[batch, rows,
+/// cols]`, each group in its order): what a row-major copy of that layout gathers.
+pub(super) fn group_offsets(a: &ArrayLiteral, groups: [&[usize]; 3]) -> Vec<usize> {
+    let (dims, st) = (a.dims(), strides(a.dims()));
+    let all: Vec<usize> = groups.concat();
+    index_offsets(
+        &all.iter().map(|&d| dims[d] as usize).collect::<Vec<_>>(),
+        &all.iter().map(|&d| st[d]).collect::<Vec<_>>(),
+    )
 }
 
 /// The one stride that walks dimension group `g` (in its order, as one flattened index)

@@ -89,10 +89,13 @@ pub(crate) fn eval(
             })
         }));
     } else if ins.opcode == Opcode::Clamp {
+        // Malformed bounds: the ordinary kernel reports them.
         match (array(0), array(2)) {
-            (Some(lo), Some(hi)) => {
-                super::select::clamp_data(lo, Src::Own(data), hi, out).map_err(Src::into_owned)
-            }
+            (Some(lo), Some(hi)) => match super::select::clamp_bounds(lo, hi, out) {
+                Ok(bounds) => super::select::clamp_data(lo, Src::Own(data), hi, bounds)
+                    .map_err(Src::into_owned),
+                Err(_) => Err(data),
+            },
             _ => Err(data),
         }
     } else if ins.opcode == Opcode::Select {

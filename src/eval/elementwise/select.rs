@@ -155,9 +155,8 @@ pub fn clamp(ins: &Instruction, ops: &[&Value]) -> KResult {
             x.shape
         ));
     }
-    check_bound("min", &lo.shape, out)?;
-    check_bound("max", &hi.shape, out)?;
-    let data = clamp_data(lo, Src::Ref(&x.data), hi, out)
+    let bounds = clamp_bounds(lo, hi, out)?;
+    let data = clamp_data(lo, Src::Ref(&x.data), hi, bounds)
         .map_err(|_| EvalError::new(format!("clamp is not defined for element type {}", out.ty)))?;
     Ok(Value::array(ArrayLiteral {
         shape: out.clone(),
@@ -165,21 +164,28 @@ pub fn clamp(ins: &Instruction, ops: &[&Value]) -> KResult {
     }))
 }
 
-/// The clamp kernel for an operand of the result's shape `out`, owned or borrowed. The
-/// operand comes back (`Err`) when a bound's shape or type does not fit or the type has no
-/// clamp.
+/// Whether clamp's min and max bounds are scalars, after checking that each has the type
+/// of the result `out` and is a scalar or has its dimensions.
+pub(crate) fn clamp_bounds(
+    lo: &ArrayLiteral,
+    hi: &ArrayLiteral,
+    out: &ArrayShape,
+) -> Result<(bool, bool), EvalError> {
+    Ok((
+        check_bound("min", &lo.shape, out)?,
+        check_bound("max", &hi.shape, out)?,
+    ))
+}
+
+/// The clamp kernel for an operand of the result's shape, owned or borrowed, with bounds
+/// checked by [`clamp_bounds`] (`(lo_s, hi_s)`: which are scalars). The operand comes back
+/// (`Err`) when the type has no clamp.
 pub(crate) fn clamp_data<'a>(
     lo: &ArrayLiteral,
     x: Src<'a>,
     hi: &ArrayLiteral,
-    out: &ArrayShape,
+    (lo_s, hi_s): (bool, bool),
 ) -> Result<ArrayData, Src<'a>> {
-    let (Ok(lo_s), Ok(hi_s)) = (
-        check_bound("min", &lo.shape, out),
-        check_bound("max", &hi.shape, out),
-    ) else {
-        return Err(x);
-    };
     use ArrayData as D;
     // The operand as `$t` (or back to the caller), clamped with `f`.
     macro_rules! typed {
