@@ -17,6 +17,7 @@
 //! Integer, pred, max and min reductions are exact in any order.
 
 pub(crate) mod native;
+mod raw_sum;
 pub(crate) mod scalar;
 pub(crate) mod tree;
 mod window;
@@ -330,7 +331,7 @@ fn native_reduce(
 ) -> Result<ArrayData, EvalError> {
     with_native_data!(input, v => {
         let init = typed_scalar(v, init)?;
-        Ok(with_nop!(op, _, f => Native::into_data(reduce_typed(v, init, kept, red, f))))
+        Ok(with_nop!(op, _, f => Native::into_data(reduce_typed(v, init, kept, red, f, op))))
     }, else => err("internal: no native arithmetic for this element type"))
 }
 
@@ -347,6 +348,7 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
     kept: &[usize],
     red: Reduced<'_>,
     f: F,
+    op: NOp,
 ) -> Vec<T> {
     let n = red.len();
     let one = |base: usize| -> T {
@@ -368,7 +370,7 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
             return acc;
         }
         let total = match red {
-            Reduced::Contiguous(_) => fold_slice(&v[base..base + n], f),
+            Reduced::Contiguous(_) => fold_slice(&v[base..base + n], f, op),
             Reduced::Offsets(o) => fold_indexed(v, base, o, f),
         };
         f(init, total)
@@ -382,14 +384,14 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
         let parts: Vec<T> = match red {
             Reduced::Contiguous(_) => v[base..base + n]
                 .par_chunks(PARALLEL_CHUNK)
-                .map(|ch| fold_slice(ch, f))
+                .map(|ch| fold_slice(ch, f, op))
                 .collect(),
             Reduced::Offsets(o) => o
                 .par_chunks(PARALLEL_CHUNK)
                 .map(|ch| fold_indexed(v, base, ch, f))
                 .collect(),
         };
-        vec![f(init, fold_slice(&parts, f))]
+        vec![f(init, fold_slice(&parts, f, op))]
     } else {
         kept.iter().map(|&b| one(b)).collect()
     }
@@ -411,12 +413,20 @@ const LANES: usize = 8;
 /// Pairwise fold of a non-empty slice: halves down to [`LANE_LEAF`] elements, each folded
 /// lane-wise (element i into accumulator i mod [`LANES`]) and the lanes combined pairwise.
 /// About log2(n/512) + 6 roundings deep, like YNNPACK's vectorised sums it stands in for.
-fn fold_slice<T: Copy, F: Fn(T, T) -> T + Copy>(s: &[T], f: F) -> T {
+/// `f` is `op`'s native function; a leaf runs [`Native::fast_leaf`] when it has one.
+fn fold_slice<T: Native, F: Fn(T, T) -> T + Copy>(s: &[T], f: F, op: NOp) -> T {
     if s.len() > LANE_LEAF {
         let h = s.len() / 2;
-        return f(fold_slice(&s[..h], f), fold_slice(&s[h..], f));
+        return f(fold_slice(&s[..h], f, op), fold_slice(&s[h..], f, op));
     }
-    crate::eval::elementwise::with_wide(|| fold_leaf(s, f))
+    crate::eval::elementwise::with_wide(|| {
+        if s.len() >= 2 * LANES {
+            if let Some(r) = T::fast_leaf(op, s) {
+                return r;
+            }
+        }
+        fold_leaf(s, f)
+    })
 }
 
 /// One leaf of [`fold_slice`] (at most [`LANE_LEAF`] elements, at least one).
