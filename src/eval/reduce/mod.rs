@@ -419,14 +419,7 @@ fn fold_slice<T: Native, F: Fn(T, T) -> T + Copy>(s: &[T], f: F, op: NOp) -> T {
         let h = s.len() / 2;
         return f(fold_slice(&s[..h], f, op), fold_slice(&s[h..], f, op));
     }
-    crate::eval::elementwise::with_wide(|| {
-        if s.len() >= 2 * LANES {
-            if let Some(r) = T::fast_leaf(op, s) {
-                return r;
-            }
-        }
-        fold_leaf(s, f)
-    })
+    crate::eval::elementwise::with_wide(|| T::fast_leaf(op, s).unwrap_or_else(|| fold_leaf(s, f)))
 }
 
 /// One leaf of [`fold_slice`] (at most [`LANE_LEAF`] elements, at least one).

@@ -57,9 +57,9 @@ pub(crate) trait Native: Copy + Send + Sync + 'static {
     fn and(a: Self, b: Self) -> Self;
     fn or(a: Self, b: Self) -> Self;
     fn xor(a: Self, b: Self) -> Self;
-    /// The exact leaf fold of `s` (at least `2 * LANES` elements) by `op`, computed a faster
-    /// way, or `None` when there is none for this type and op or it declined `s`: the f32/f64
-    /// sum ([`raw_sum`](super::raw_sum)).
+    /// The exact leaf fold of `s` by `op`, computed a faster way, or `None` when there is
+    /// none for this type and op or it declined `s`: the f32/f64 sum
+    /// ([`raw_sum`](super::raw_sum)).
     #[inline(always)]
     fn fast_leaf(_op: NOp, _s: &[Self]) -> Option<Self> {
         None

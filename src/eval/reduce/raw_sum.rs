@@ -28,7 +28,7 @@ pub(crate) fn fast_leaf<T: RawAdd>(op: NOp, s: &[T]) -> Option<T> {
 }
 
 /// An IEEE binary float whose `+` can run raw in a leaf and be checked afterwards.
-pub(crate) trait RawAdd: Copy + std::ops::Add<Output = Self> {
+pub(crate) trait RawAdd: num_traits::Float {
     /// Unsigned integer of the same width, compared to find subnormals.
     type Key: Copy + Ord;
     /// The largest key, the start of a running minimum.
@@ -37,7 +37,6 @@ pub(crate) trait RawAdd: Copy + std::ops::Add<Output = Self> {
     const NORMAL_KEY: Self::Key;
     /// The magnitude's bits minus one (wrapping: zeros give [`RawAdd::KEY_MAX`]).
     fn key(self) -> Self::Key;
-    fn is_nan(self) -> bool;
 }
 
 macro_rules! raw_add {
@@ -50,21 +49,20 @@ macro_rules! raw_add {
             fn key(self) -> $k {
                 (self.to_bits() & !(1 << (<$k>::BITS - 1))).wrapping_sub(1)
             }
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                <$t>::is_nan(self)
-            }
         }
     };
 }
 raw_add!(f32, u32);
 raw_add!(f64, u64);
 
-/// The exact leaf's sum of `s` (at least `2 * LANES` elements) computed with raw adds, or
-/// `None` when an element or a partial sum is subnormal or the sum is NaN (the exact rules
-/// may then give other bits).
+/// The exact leaf's sum of `s` computed with raw adds, or `None` when an element or a
+/// partial sum is subnormal or the sum is NaN (the exact rules may then give other bits), or
+/// when `s` is shorter than `2 * LANES` (the exact leaf folds those sequentially).
 #[inline(always)]
 pub(crate) fn leaf_add<T: RawAdd>(s: &[T]) -> Option<T> {
+    if s.len() < 2 * LANES {
+        return None;
+    }
     let (chunks, rest) = s.as_chunks::<LANES>();
     let (&first, chunks) = chunks.split_first()?;
     // The elements' keys in a loop of their own (the loop vectoriser's plain min), the
