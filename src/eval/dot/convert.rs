@@ -72,6 +72,24 @@ pub(crate) fn gather_f32(d: &ArrayData, ty: ElementType, offsets: &[usize]) -> V
     }
 }
 
+/// Every element converted to f32, in buffer order (one contiguous pass, no offsets).
+pub(crate) fn all_f32(d: &ArrayData, ty: ElementType) -> Vec<f32> {
+    match d {
+        ArrayData::F32(v) => v.clone(),
+        ArrayData::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        ArrayData::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        _ => (0..d.len()).map(|o| real(d, ty, o) as f32).collect(),
+    }
+}
+
+/// Every element converted to f64, in buffer order.
+pub(crate) fn all_f64(d: &ArrayData, ty: ElementType) -> Vec<f64> {
+    match d {
+        ArrayData::F64(v) => v.clone(),
+        _ => (0..d.len()).map(|o| real(d, ty, o)).collect(),
+    }
+}
+
 /// The elements at `offsets` converted to f64.
 pub(crate) fn gather_f64(d: &ArrayData, ty: ElementType, offsets: &[usize]) -> Vec<f64> {
     offsets.iter().map(|&o| real(d, ty, o)).collect()

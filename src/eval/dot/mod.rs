@@ -97,18 +97,20 @@ pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
     // One matrixmultiply call per batch, in f32 (sgemm) or f64 (dgemm), on the operands
     // where they lie when their layout allows (view.rs).
     macro_rules! float_gemm {
-        ($gather:ident, $gemm:ident, $zero:expr, $zero_ty:ty, $var:ident) => {{
+        ($gather:ident, $all:ident, $gemm:ident, $zero:expr, $zero_ty:ty, $var:ident) => {{
             fn direct(a: &ArrayLiteral) -> Option<&[$zero_ty]> {
                 match &a.data {
                     ArrayData::$var(v) => Some(v),
                     _ => None,
                 }
             }
-            let a = mat_view(lhs, lgroups, direct(lhs), |o| {
-                convert::$gather(&lhs.data, lt, o)
+            let a = mat_view(lhs, lgroups, direct(lhs), |o| match o {
+                Some(o) => convert::$gather(&lhs.data, lt, o),
+                None => convert::$all(&lhs.data, lt),
             });
-            let bb = mat_view(rhs, rgroups, direct(rhs), |o| {
-                convert::$gather(&rhs.data, rt, o)
+            let bb = mat_view(rhs, rgroups, direct(rhs), |o| match o {
+                Some(o) => convert::$gather(&rhs.data, rt, o),
+                None => convert::$all(&rhs.data, rt),
             });
             let mut c = vec![$zero; b * m * n];
             // SAFETY: batch bi of `a` is an m x k matrix at a.ptr(bi) with strides (rs, cs)
@@ -143,10 +145,10 @@ pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
     }
     let data = match Compute::for_result(ty)? {
         Compute::F32 => {
-            let c = float_gemm!(gather_f32, sgemm, 0f32, f32, F32);
+            let c = float_gemm!(gather_f32, all_f32, sgemm, 0f32, f32, F32);
             convert::from_f32(ty, c)
         }
-        Compute::F64 => ArrayData::F64(float_gemm!(gather_f64, dgemm, 0f64, f64, F64)),
+        Compute::F64 => ArrayData::F64(float_gemm!(gather_f64, all_f64, dgemm, 0f64, f64, F64)),
         Compute::I64 => {
             let a = convert::gather_i64(&lhs.data, lt, &group_offsets(lhs, lgroups))?;
             let bb = convert::gather_i64(&rhs.data, rt, &group_offsets(rhs, rgroups))?;

@@ -231,6 +231,12 @@ pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult 
                     let init = typed_scalar(v, &inits[0].data)?;
                     with_nop!(op, _, f => Native::into_data(tree::tree_reduce_native(v, &sizes, &reduced, init, f)))
                 }, else => return err("internal: no native arithmetic for this element type"))
+            } else if order_free && !red_contiguous {
+                // Any order gives these bits; XLA's sequential one walks memory in runs.
+                with_native_data!(&inputs[0].data, v => {
+                    let init = typed_scalar(v, &inits[0].data)?;
+                    with_nop!(op, _, f => Native::into_data(tree::sequential_reduce_native(v, &sizes, &reduced, init, f)))
+                }, else => return err("internal: no native arithmetic for this element type"))
             } else if red_contiguous {
                 let red = Reduced::Contiguous(red_len);
                 native_reduce(&inputs[0].data, &inits[0].data, &kept_off, red, op)?

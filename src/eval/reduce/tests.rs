@@ -462,3 +462,21 @@ ENTRY e {
     let bits: Vec<u32> = as_f32(&r[0]).iter().map(|v| v.to_bits()).collect();
     assert_eq!(bits, [0x3e7f_fff0, 0xbf2c_ccd0]);
 }
+
+#[test]
+fn zero_sized_reduces_give_empty_or_init_results() {
+    // A zero-sized kept dimension behind a long reduced one once divided by zero (a panic);
+    // a zero-sized reduced dimension gives the init value.
+    let hlo = |input: &str, out: &str, dims: &str| {
+        format!(
+            "HloModule m\nadd {{ a = bf16[] parameter(0)  b = bf16[] parameter(1)  ROOT s = bf16[] add(a, b) }}\n\
+             ENTRY e {{\n  p = bf16[{input}] parameter(0)\n  c = bf16[] constant(1)\n  \
+             ROOT r = bf16[{out}] reduce(p, c), dimensions={{{dims}}}, to_apply=add\n}}\n"
+        )
+    };
+    let empty = |dims: &[i64]| lit(ElementType::BF16, dims, ArrayData::BF16(vec![]));
+    let r = run(&hlo("100,0", "0", "0"), vec![empty(&[100, 0])]);
+    assert_eq!(r[0].data, ArrayData::BF16(vec![]));
+    let r = run(&hlo("3,0", "3", "1"), vec![empty(&[3, 0])]);
+    assert_eq!(r[0].data, ArrayData::BF16(vec![bf16::ONE; 3]));
+}
