@@ -5,7 +5,7 @@
 //! figures can be read against `tests/fixtures/bench/xla_cpu_times.json`;
 //! `tools/bench_vs_xla.sh` runs both and prints the ratios.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use hlosim::eval::{EvalOptions, Evaluator, Value};
 use hlosim::hlo::{parse_module, ArrayData, ArrayLiteral, Module, Shape};
 use std::path::Path;
@@ -210,4 +210,15 @@ fn transcendental(
 }
 
 criterion_group!(benches, elementwise, reduce, dot, bert, transcendentals);
-criterion_main!(benches);
+
+/// The allocator of `hlosim` itself (see `hlosim::allocator`).
+#[global_allocator]
+static ALLOC: hlosim::allocator::LargeBufferAlloc = hlosim::allocator::LargeBufferAlloc;
+
+/// `criterion_main!` with the allocator set up as `hlosim`'s own `main` sets it up, so the
+/// in-process figures are those of the command.
+fn main() {
+    hlosim::allocator::keep_freed_memory();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

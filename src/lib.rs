@@ -1,5 +1,6 @@
 //! hlosim: read XLA HLO text, run the early Neuron hlo-opt passes, and execute the module
 //! with reference XLA semantics and on a cycle-approximate Neuron device model.
+pub mod allocator;
 pub mod device;
 pub mod diff;
 pub mod eval;

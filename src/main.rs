@@ -7,7 +7,12 @@ use clap::Parser;
 use cli::exit::Exit;
 use std::process::ExitCode;
 
+/// Large buffers on huge pages (see `hlosim::allocator`).
+#[global_allocator]
+static ALLOC: hlosim::allocator::LargeBufferAlloc = hlosim::allocator::LargeBufferAlloc;
+
 fn main() -> ExitCode {
+    hlosim::allocator::keep_freed_memory();
     #[cfg(unix)]
     signals::install();
     let args = cli::Cli::parse();

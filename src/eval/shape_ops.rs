@@ -9,7 +9,7 @@
 //! (merged rows, memcpy or fill per row, cache tiles for transposes, rayon for large copies).
 
 use super::elementwise::{convert_data, wrap_like};
-use super::util::{scalar_i64, strides};
+use super::util::scalar_i64;
 use super::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType, Instruction};
 use ndarray::{Axis, IxDyn, Slice};
@@ -84,12 +84,24 @@ pub fn iota(ins: &Instruction) -> KResult {
     if d < 0 || d as usize >= out.rank() {
         return err(format!("iota_dimension={d} is out of range for {out}"));
     }
-    let dims = udims(&out.dims);
-    let n: usize = dims.iter().product();
-    let s = strides(&out.dims)[d as usize];
-    let len = dims[d as usize];
-    let idx: Vec<i64> = (0..n).map(|i| ((i / s) % len) as i64).collect();
-    let data = convert_data(&ArrayData::S64(idx), ElementType::S64, out.ty)?;
+    // One period 0..len converted to the result type, broadcast along the other dimensions
+    // (a strided copy, not a division per element).
+    let od = udims(&out.dims);
+    let d = d as usize;
+    let period: Vec<i64> = (0..od[d] as i64).collect();
+    let period = convert_data(&ArrayData::S64(period), ElementType::S64, out.ty)?;
+    let data = same_variant!(&period, v => {
+        let mut w = view(v, &[od[d]])?;
+        for axis in 0..od.len() {
+            if axis != d {
+                w.insert_axis_inplace(Axis(axis));
+            }
+        }
+        let b = w
+            .broadcast(IxDyn(&od))
+            .ok_or_else(|| EvalError::new(format!("cannot lay out iota {out}")))?;
+        to_vec(b)
+    });
     array(out, data)
 }
 
