@@ -90,18 +90,9 @@ pub fn iota(ins: &Instruction) -> KResult {
     let d = d as usize;
     let period: Vec<i64> = (0..od[d] as i64).collect();
     let period = convert_data(&ArrayData::S64(period), ElementType::S64, out.ty)?;
-    let data = same_variant!(&period, v => {
-        let mut w = view(v, &[od[d]])?;
-        for axis in 0..od.len() {
-            if axis != d {
-                w.insert_axis_inplace(Axis(axis));
-            }
-        }
-        let b = w
-            .broadcast(IxDyn(&od))
-            .ok_or_else(|| EvalError::new(format!("cannot lay out iota {out}")))?;
-        to_vec(b)
-    });
+    let data = broadcast_data(&period, &[od[d]], &[d], &od, || {
+        format!("cannot lay out iota {out}")
+    })?;
     array(out, data)
 }
 
@@ -129,29 +120,45 @@ pub fn broadcast(ins: &Instruction, ops: &[&Value]) -> KResult {
             ));
         }
     }
+    let map: Vec<usize> = map.iter().map(|&d| d as usize).collect();
+    let data = broadcast_data(
+        &a.data,
+        &udims(&a.shape.dims),
+        &map,
+        &udims(&out.dims),
+        || format!("cannot broadcast {} to {out}", a.shape),
+    )?;
+    array(out, data)
+}
+
+/// `data` (row-major, dimensions `in_dims`) repeated into dimensions `od`, operand dimension
+/// `k` becoming output dimension `map[k]` (distinct, in range and of equal size: checked by
+/// the caller); `what` names the failure.
+fn broadcast_data(
+    data: &ArrayData,
+    in_dims: &[usize],
+    map: &[usize],
+    od: &[usize],
+    what: impl Fn() -> String,
+) -> Result<ArrayData, EvalError> {
     // The operand's axes in output order, then a length-1 axis for each new dimension.
     let mut order: Vec<usize> = (0..map.len()).collect();
     order.sort_by_key(|&k| map[k]);
-    let in_dims = udims(&a.shape.dims);
-    let od = udims(&out.dims);
-    let n = out.element_count();
-    let data = same_variant!(&a.data, v => match v.as_slice() {
+    let n: usize = od.iter().product();
+    Ok(same_variant!(data, v => match v.as_slice() {
         // One element (a scalar, or all-ones dimensions): a fill.
         [x] => vec![*x; n],
         _ => {
-        let mut w = view(v, &in_dims)?.permuted_axes(&order[..]);
-        for (d, &p) in present.iter().enumerate() {
-            if !p {
-                w.insert_axis_inplace(Axis(d));
+            let mut w = view(v, in_dims)?.permuted_axes(&order[..]);
+            for d in 0..od.len() {
+                if !map.contains(&d) {
+                    w.insert_axis_inplace(Axis(d));
+                }
             }
+            let b = w.broadcast(IxDyn(od)).ok_or_else(|| EvalError::new(what()))?;
+            to_vec(b)
         }
-        let b = w
-            .broadcast(IxDyn(&od))
-            .ok_or_else(|| EvalError::new(format!("cannot broadcast {} to {out}", a.shape)))?;
-        to_vec(b)
-        }
-    });
-    array(out, data)
+    }))
 }
 
 /// Evaluates `reshape` and `bitcast`: same elements in row-major order, new dimensions.

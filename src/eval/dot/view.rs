@@ -51,7 +51,7 @@ pub(super) fn mat_view<'a, T: Clone>(
         collapse(dims, &st, groups[1]),
         collapse(dims, &st, groups[2]),
     ) {
-        let data = match direct.filter(|d| d.len() == elems) {
+        let data = match direct {
             Some(d) => Cow::Borrowed(d),
             None => Cow::Owned(convert(None)),
         };

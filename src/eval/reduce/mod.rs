@@ -226,16 +226,16 @@ pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult 
             let order_free =
                 !ty.is_float() && !ty.is_complex() || matches!(op, NOp::Max | NOp::Min);
             let tree = !order_free && !tree::offloaded_to_ynn(ty, op == NOp::Add, n_in, dims.len());
-            let mut data = if tree {
+            let mut data = if tree || order_free && !red_contiguous {
+                // An order-free op over non-innermost dimensions: any order gives these bits,
+                // and XLA's sequential one (a single level) walks memory in runs.
                 with_native_data!(&inputs[0].data, v => {
                     let init = typed_scalar(v, &inits[0].data)?;
-                    with_nop!(op, _, f => Native::into_data(tree::tree_reduce_native(v, &sizes, &reduced, init, f)))
-                }, else => return err("internal: no native arithmetic for this element type"))
-            } else if order_free && !red_contiguous {
-                // Any order gives these bits; XLA's sequential one walks memory in runs.
-                with_native_data!(&inputs[0].data, v => {
-                    let init = typed_scalar(v, &inits[0].data)?;
-                    with_nop!(op, _, f => Native::into_data(tree::sequential_reduce_native(v, &sizes, &reduced, init, f)))
+                    with_nop!(op, _, f => Native::into_data(if tree {
+                        tree::tree_reduce_native(v, &sizes, &reduced, init, f)
+                    } else {
+                        tree::sequential_reduce_native(v, &sizes, &reduced, init, f)
+                    }))
                 }, else => return err("internal: no native arithmetic for this element type"))
             } else if red_contiguous {
                 let red = Reduced::Contiguous(red_len);

@@ -111,20 +111,31 @@ fn final_level(dims: &[usize], reduced: &[bool]) -> Level {
     }
 }
 
-/// Advances the row-major multi-index `j` inside the box `[lo, hi)`, keeping `off` (the
-/// linear offset of `j` under strides `st`) in step. Returns false when the box is done.
+/// Calls `body` with the linear offset (under strides `st`) of every multi-index of the
+/// non-empty box `[lo, hi)`, in row-major order; `j` is the walk's scratch index.
 #[inline(always)]
-fn step_box(j: &mut [usize], lo: &[usize], hi: &[usize], st: &[usize], off: &mut usize) -> bool {
-    for d in (0..j.len()).rev() {
-        j[d] += 1;
-        *off += st[d];
-        if j[d] < hi[d] {
-            return true;
+fn walk_box(
+    j: &mut [usize],
+    lo: &[usize],
+    hi: &[usize],
+    st: &[usize],
+    mut body: impl FnMut(usize) -> Result<(), EvalError>,
+) -> Result<(), EvalError> {
+    j.copy_from_slice(lo);
+    let mut off: usize = j.iter().zip(st).map(|(i, s)| i * s).sum();
+    'walk: loop {
+        body(off)?;
+        for d in (0..j.len()).rev() {
+            j[d] += 1;
+            off += st[d];
+            if j[d] < hi[d] {
+                continue 'walk;
+            }
+            off -= st[d] * (hi[d] - lo[d]);
+            j[d] = lo[d];
         }
-        *off -= st[d] * (hi[d] - lo[d]);
-        j[d] = lo[d];
+        return Ok(());
     }
-    false
 }
 
 /// Outputs whose windows [`level_range`] folds side by side when each is one contiguous run
@@ -221,17 +232,13 @@ fn level_range<T: Copy, F: FnMut(T, T) -> Result<T, EvalError>>(
             let acc = &mut out[k..k + seg];
             acc.fill(init);
             if !empty {
-                j.copy_from_slice(&lo[..last]);
-                let mut base = offset(&j);
-                loop {
+                walk_box(&mut j, &lo[..last], &hi[..last], &in_st[..last], |base| {
                     let row = &v[base + o[last]..base + o[last] + seg];
                     for (a, &x) in acc.iter_mut().zip(row) {
                         *a = f(*a, x)?;
                     }
-                    if !step_box(&mut j, &lo[..last], &hi[..last], &in_st[..last], &mut base) {
-                        break;
-                    }
-                }
+                    Ok(())
+                })?;
             }
             k += seg;
             advance(&mut o, &level.out_dims, seg);
@@ -282,16 +289,12 @@ fn level_range<T: Copy, F: FnMut(T, T) -> Result<T, EvalError>>(
         // Any other window: its contiguous innermost runs, one after another.
         let mut a = init;
         if !empty {
-            j.copy_from_slice(&lo[..last]);
-            let mut base = offset(&j);
-            loop {
+            walk_box(&mut j, &lo[..last], &hi[..last], &in_st[..last], |base| {
                 for &x in &v[base + lo[last]..base + hi[last]] {
                     a = f(a, x)?;
                 }
-                if !step_box(&mut j, &lo[..last], &hi[..last], &in_st[..last], &mut base) {
-                    break;
-                }
-            }
+                Ok(())
+            })?;
         }
         out[k] = a;
         k += 1;
