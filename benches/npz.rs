@@ -1,8 +1,9 @@
 //! `.npz` throughput: reading and writing 128 MB of f32 (one 32M-element array), against the
 //! same process moving the same bytes with no format at all. `read_raw` is `std::fs::read`
 //! of the stored archive (the page cache's speed; the file is hot), `write_raw` is an atomic
-//! write of the same number of bytes (temporary file, fsync, rename: what every hlosim
-//! output pays). The `.npz` figures divided by these are the format's own cost; 1.0 is a
+//! write of the same number of bytes over the last iteration's file (temporary file, fsync,
+//! rename: what an hlosim output that replaces a file pays; a new output skips the fsync).
+//! The `.npz` figures divided by these are the format's own cost; 1.0 is a
 //! reader that copies nothing the kernel did not. `read_deflated` is the same array through
 //! `np.savez_compressed`'s format (inflated once, into the final buffer). Throughput is
 //! reported in bytes of array payload per second.

@@ -102,8 +102,8 @@ fn run_section(title: &str, s: &EvalStats, m: MemoryFigures) -> String {
     let _ = writeln!(
         out,
         "  instructions          {} one by one ({} of them into an operand's buffer), {} in {} \
-         fused group(s)",
-        s.instructions, s.in_place, s.fused_instructions, s.fused_groups
+         fused group(s) ({} group output(s) into an input's buffer)",
+        s.instructions, s.in_place, s.fused_instructions, s.fused_groups, s.fused_in_place
     );
     let _ = writeln!(
         out,

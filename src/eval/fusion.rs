@@ -20,9 +20,11 @@
 use super::elementwise::{self, in_place, PAR_THRESHOLD};
 use super::{err, shape_ops, take_unique_array, EvalError, KResult, Value};
 use crate::hlo::{
-    ArrayData, ArrayLiteral, ArrayShape, Computation, InstrId, Instruction, Opcode, Shape,
+    ArrayData, ArrayLiteral, ArrayShape, Computation, ElementType, InstrId, Instruction, Opcode,
+    Shape,
 };
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Elements per tile (and the smallest element count worth fusing) unless the options say
 /// otherwise: 8192 f32 elements are 32 KiB, so a five-instruction group's tiles stay in L2.
@@ -178,7 +180,7 @@ fn tile_donors(
     comp: &Computation,
     group: &Group,
     sources: &[Vec<Source>],
-    inputs: &[&ArrayLiteral],
+    input_tys: &[ElementType],
 ) -> Result<Vec<Option<usize>>, EvalError> {
     let same = |a: &Source, b: &Source| match (a, b) {
         (Source::Member(x), Source::Member(y)) | (Source::Sliced(x), Source::Sliced(y)) => x == y,
@@ -186,7 +188,7 @@ fn tile_donors(
     };
     let ty_of = |s: &Source| match *s {
         Source::Member(j) => comp.instr(group.members[j]).shape.as_array().map(|a| a.ty),
-        Source::Sliced(j) => Some(inputs[j].shape.ty),
+        Source::Sliced(j) => Some(input_tys[j]),
         Source::Whole(_) => None,
     };
     group
@@ -214,17 +216,149 @@ fn tile_donors(
         .collect()
 }
 
+/// Per output of `group` (in `group.outputs` order), the input whose buffer it may be written
+/// into: an input the group reads tile by tile and for the last time (every use it has left is
+/// a member's operand), held by nobody else, of the output's element type, each donor given
+/// to one output. Written tile by tile over the donor, an output reads every input tile before
+/// it writes that tile, so no later tile sees a changed input; what it saves is the output's
+/// fresh buffer (a 64 MB chain result is 16,384 page faults on its first write).
+pub(crate) fn output_donors(
+    comp: &Computation,
+    group: &Group,
+    slots: &[Option<Value>],
+    remaining: &[u32],
+) -> Vec<Option<InstrId>> {
+    let mut reads: Vec<(InstrId, u32)> = Vec::new();
+    for &m in &group.members {
+        for &o in &comp.instr(m).operands {
+            if group.members.contains(&o) {
+                continue;
+            }
+            match reads.iter_mut().find(|(x, _)| *x == o) {
+                Some((_, n)) => *n += 1,
+                None => reads.push((o, 1)),
+            }
+        }
+    }
+    let mut taken: Vec<InstrId> = Vec::new();
+    group
+        .outputs
+        .iter()
+        .map(|&out| {
+            let ty = comp.instr(out).shape.as_array()?.ty;
+            let donor = reads.iter().find_map(|&(o, n)| {
+                let fits = remaining[o.index()] == n
+                    && !taken.contains(&o)
+                    && matches!(&slots[o.index()], Some(Value::Array(a))
+                        if std::sync::Arc::strong_count(a) == 1
+                            && std::sync::Arc::weak_count(a) == 0
+                            && a.shape.ty == ty
+                            && a.data.len() == group.len);
+                fits.then_some(o)
+            })?;
+            taken.push(donor);
+            Some(donor)
+        })
+        .collect()
+}
+
+/// A fused group that failed: the error, and the donated inputs back when none of them was
+/// written yet (the evaluator then puts them back and reruns the group unfused, so the error
+/// names the instruction as written). `None` when a donor was already partly overwritten: the
+/// group's inputs are gone and the error is final.
+pub(crate) struct GroupFailure {
+    pub error: EvalError,
+    pub intact: Option<Vec<(InstrId, ArrayLiteral)>>,
+}
+
+/// Where a sliced input's tiles are read from.
+enum Input<'a> {
+    /// The input's value, still in its slot.
+    Slot(&'a ArrayLiteral),
+    /// The input's buffer, donated to output `j`: each tile is read from the output's chunk
+    /// before that chunk is written.
+    Output(usize, ElementType),
+}
+
 /// Evaluates `group` and returns its outputs' values (in `group.outputs` order). `slots`
-/// holds every value computed so far; `tile` is the tile length.
+/// holds every value computed so far; `tile` is the tile length; `donated[j]`, when set, is
+/// the input (taken out of its slot, see [`output_donors`]) whose buffer output `j` is
+/// written into.
 pub(crate) fn run_group(
     comp: &Computation,
     group: &Group,
     slots: &[Option<Value>],
     tile: usize,
-) -> Result<Vec<Value>, EvalError> {
+    donated: Vec<Option<(InstrId, ArrayLiteral)>>,
+) -> Result<Vec<Value>, Box<GroupFailure>> {
+    // The donors' own shapes, to hand them back unchanged.
+    let donor_shapes: Vec<Option<(InstrId, ArrayShape)>> = donated
+        .iter()
+        .map(|d| d.as_ref().map(|(id, a)| (*id, a.shape.clone())))
+        .collect();
+    let overwrote = AtomicBool::new(false);
+    let mut buffers: Vec<(ArrayShape, ArrayData)> = Vec::with_capacity(group.outputs.len());
+    let mut spare = donated.into_iter();
+    for &o in &group.outputs {
+        let Some(s) = comp.instr(o).shape.as_array() else {
+            let error = EvalError::new("a fused output has no array shape");
+            let intact = Some(spare.flatten().collect());
+            return Err(Box::new(GroupFailure { error, intact }));
+        };
+        let data = match spare.next().flatten() {
+            Some((_, a)) => a.data,
+            None => ArrayData::zeros(s.ty, group.len),
+        };
+        buffers.push((s.clone(), data));
+    }
+    match run_tiles(
+        comp,
+        group,
+        slots,
+        tile,
+        &mut buffers,
+        &donor_shapes,
+        &overwrote,
+    ) {
+        Ok(()) => Ok(buffers
+            .into_iter()
+            .map(|(shape, data)| Value::array(ArrayLiteral { shape, data }))
+            .collect()),
+        Err(error) => {
+            let intact = (!overwrote.load(Ordering::SeqCst)).then(|| {
+                buffers
+                    .into_iter()
+                    .zip(donor_shapes)
+                    .filter_map(|((_, data), d)| {
+                        d.map(|(id, shape)| (id, ArrayLiteral { shape, data }))
+                    })
+                    .collect()
+            });
+            Err(Box::new(GroupFailure { error, intact }))
+        }
+    }
+}
+
+/// [`run_group`]'s tiles: every member per tile, the outputs written into `buffers`.
+/// `donors[j]` names the input whose buffer `buffers[j]` is (its tiles are read from there);
+/// `overwrote` is set once a tile writes into such a buffer.
+fn run_tiles(
+    comp: &Computation,
+    group: &Group,
+    slots: &[Option<Value>],
+    tile: usize,
+    buffers: &mut [(ArrayShape, ArrayData)],
+    donors_of_outputs: &[Option<(InstrId, ArrayShape)>],
+    overwrote: &AtomicBool,
+) -> Result<(), EvalError> {
     let tile = tile.max(1);
     let len = group.len;
     let member_at = |id: InstrId| group.members.iter().position(|&m| m == id);
+    let donated_to = |id: InstrId| {
+        donors_of_outputs
+            .iter()
+            .position(|d| d.as_ref().is_some_and(|(x, _)| *x == id))
+    };
     let value = |id: InstrId| {
         slots[id.index()]
             .as_ref()
@@ -238,7 +372,7 @@ pub(crate) fn run_group(
         for &o in &comp.instr(m).operands {
             s.push(match member_at(o) {
                 Some(j) => Source::Member(j),
-                None if value(o)?.as_array()?.data.len() == len => {
+                None if donated_to(o).is_some() || value(o)?.as_array()?.data.len() == len => {
                     let k = sliced.iter().position(|&x| x == o).unwrap_or_else(|| {
                         sliced.push(o);
                         sliced.len() - 1
@@ -250,11 +384,21 @@ pub(crate) fn run_group(
         }
         sources.push(s);
     }
-    let inputs: Vec<&ArrayLiteral> = sliced
+    let inputs: Vec<Input> = sliced
         .iter()
-        .map(|&o| value(o).and_then(|v| v.as_array()))
+        .map(|&o| match donated_to(o) {
+            Some(j) => Ok(Input::Output(j, buffers[j].0.ty)),
+            None => value(o).and_then(|v| v.as_array()).map(Input::Slot),
+        })
         .collect::<Result<_, _>>()?;
-    let donors = tile_donors(comp, group, &sources, &inputs)?;
+    let input_tys: Vec<ElementType> = inputs
+        .iter()
+        .map(|i| match i {
+            Input::Slot(a) => a.shape.ty,
+            Input::Output(_, t) => *t,
+        })
+        .collect();
+    let donors = tile_donors(comp, group, &sources, &input_tys)?;
     // The members re-shaped to a full tile and to the last, shorter one.
     let as_tile = |n: usize| -> Result<Vec<Instruction>, EvalError> {
         group
@@ -283,18 +427,7 @@ pub(crate) fn run_group(
         .iter()
         .map(|m| group.outputs.iter().position(|o| o == m))
         .collect();
-    let mut buffers: Vec<(ArrayShape, ArrayData)> = group
-        .outputs
-        .iter()
-        .map(|&o| {
-            let s = comp
-                .instr(o)
-                .shape
-                .as_array()
-                .ok_or_else(|| EvalError::new("a fused output has no array shape"))?;
-            Ok((s.clone(), ArrayData::zeros(s.ty, len)))
-        })
-        .collect::<Result<_, EvalError>>()?;
+    let is_donated: Vec<bool> = donors_of_outputs.iter().map(Option::is_some).collect();
     // Per tile, one mutable chunk of every output.
     let mut chunks: Vec<Vec<TileMut>> = Vec::new();
     for (_, data) in buffers.iter_mut() {
@@ -309,12 +442,17 @@ pub(crate) fn run_group(
         let lo = t * tile;
         let hi = (lo + tile).min(len);
         let shapes = if hi - lo == full_len { &full } else { &last };
+        // A donated input's tile is read from its output's chunk, before anything writes it.
         let mut pieces: Vec<Option<Value>> = inputs
             .iter()
-            .map(|a| {
+            .map(|input| {
+                let (ty, data) = match input {
+                    Input::Slot(a) => (a.shape.ty, sub(&a.data, lo, hi)),
+                    Input::Output(j, ty) => (*ty, outs[*j].to_data()),
+                };
                 Some(Value::array(ArrayLiteral {
-                    shape: ArrayShape::new(a.shape.ty, vec![(hi - lo) as i64]),
-                    data: sub(&a.data, lo, hi),
+                    shape: ArrayShape::new(ty, vec![(hi - lo) as i64]),
+                    data,
                 }))
             })
             .collect();
@@ -362,6 +500,9 @@ pub(crate) fn run_group(
                 }
             };
             if let Some(j) = out_at[k] {
+                if is_donated[j] {
+                    overwrote.store(true, Ordering::SeqCst);
+                }
                 outs[j].copy_from(&v.as_array()?.data)?;
             }
             vals.push(Some(v));
@@ -372,14 +513,10 @@ pub(crate) fn run_group(
     if len >= PAR_THRESHOLD {
         jobs.collect::<Vec<_>>()
             .into_par_iter()
-            .try_for_each(run_tile)?;
+            .try_for_each(run_tile)
     } else {
-        jobs.into_iter().try_for_each(run_tile)?;
+        jobs.into_iter().try_for_each(run_tile)
     }
-    Ok(buffers
-        .into_iter()
-        .map(|(shape, data)| Value::array(ArrayLiteral { shape, data }))
-        .collect())
 }
 
 macro_rules! tile_mut {
@@ -397,6 +534,14 @@ macro_rules! tile_mut {
         }
 
         impl TileMut<'_> {
+            /// A copy of this chunk's elements (a donated input's tile, read before the
+            /// chunk is written).
+            fn to_data(&self) -> ArrayData {
+                match self {
+                    $(TileMut::$v(d) => ArrayData::$v(d.to_vec()),)*
+                }
+            }
+
             /// Copies a tile's result into this chunk of the output.
             fn copy_from(&mut self, src: &ArrayData) -> Result<(), EvalError> {
                 match (self, src) {
@@ -574,5 +719,75 @@ ENTRY main {
                 "{i}: {got} vs {want}"
             );
         }
+    }
+
+    /// The chain on `n` elements with arguments that differ per element.
+    fn chain_args(n: usize) -> Vec<Value> {
+        (0..2)
+            .map(|k| {
+                let data = (0..n)
+                    .map(|i| ((i * (2 * k + 1)) % 201) as f32 / 100.0 - 1.0)
+                    .collect();
+                Value::array(ArrayLiteral {
+                    shape: ArrayShape::new(crate::hlo::ElementType::F32, vec![n as i64]),
+                    data: ArrayData::F32(data),
+                })
+            })
+            .collect()
+    }
+
+    fn run_chain(text: &str, args: Vec<Value>, fusion: bool) -> (Value, crate::eval::EvalStats) {
+        let m = parse_module(text).unwrap();
+        let mut ev = Evaluator::with_options(
+            &m,
+            EvalOptions {
+                fusion,
+                in_place: fusion,
+                fusion_tile: 5,
+                ..EvalOptions::default()
+            },
+        );
+        let v = ev.run(args).unwrap();
+        (v, ev.stats().clone())
+    }
+
+    #[test]
+    fn a_dying_input_becomes_the_output_buffer_with_unchanged_values() {
+        // x and y die in the group: the root s is written into x's buffer (its first dying
+        // input of s's type), tile by tile, and equals the unfused value bit for bit.
+        let (plain, s0) = run_chain(CHAIN, chain_args(64), false);
+        let args = chain_args(64);
+        let x_buffer = match &args[0] {
+            Value::Array(a) => match &a.data {
+                ArrayData::F32(v) => v.as_ptr(),
+                _ => unreachable!(),
+            },
+            _ => unreachable!(),
+        };
+        let (fused, s1) = run_chain(CHAIN, args, true);
+        let (p, f) = (plain.as_array().unwrap(), fused.as_array().unwrap());
+        assert!(p.data.bits_eq(&f.data));
+        assert_eq!(f.shape, p.shape);
+        assert_eq!((s0.fused_in_place, s1.fused_in_place), (0, 1));
+        let ArrayData::F32(out) = &f.data else {
+            panic!()
+        };
+        assert_eq!(out.as_ptr(), x_buffer, "the output is not in x's buffer");
+    }
+
+    #[test]
+    fn an_input_read_later_or_held_elsewhere_is_not_overwritten() {
+        // y is read after the group (by the tuple), and x is held by the caller too: neither
+        // may be donated, the output gets its own buffer, and the caller's x is unchanged.
+        let text = CHAIN.replace(
+            "ROOT s = f32[64] select(c, e, y)",
+            "s = f32[64] select(c, e, y)\n  ROOT t = (f32[64], f32[64]) tuple(s, y)",
+        );
+        let args = chain_args(64);
+        let kept = args[0].clone();
+        let before = kept.as_array().unwrap().data.clone();
+        let (_, s) = run_chain(&text, args, true);
+        assert_eq!((s.fused_groups, s.fused_in_place), (1, 0));
+        assert!(kept.as_array().unwrap().data.bits_eq(&before));
     }
 }

@@ -510,12 +510,8 @@ impl<'m> Evaluator<'m> {
                     // latter so the error names the instruction as written).
                     let special_root =
                         !matches!(root_mode, RootMode::Value) && g.members.contains(&comp.root);
-                    let fused = if special_root {
-                        None
-                    } else {
-                        self.run_fused(c, &mut frame, g).ok()
-                    };
-                    if fused.is_none() {
+                    let fused = !special_root && self.run_fused(c, &mut frame, g)?;
+                    if !fused {
                         for &id in &g.members {
                             self.run_one(c, &plan, &mut frame, id, root_mode)?;
                         }
@@ -531,36 +527,75 @@ impl<'m> Evaluator<'m> {
         })
     }
 
-    /// Runs a fused group: reserves its outputs against the budget, evaluates it, stores the
-    /// outputs and releases what its members read for the last time.
+    /// Runs a fused group: reserves its outputs against the budget (an output written into a
+    /// dying input's buffer takes over that input's charge instead), evaluates it, stores the
+    /// outputs and releases what its members read for the last time. `Ok(false)`: the group
+    /// failed with its inputs intact, and the caller reruns it unfused.
     fn run_fused(
         &mut self,
         c: CompId,
         frame: &mut Frame,
         g: &fusion::Group,
-    ) -> Result<(), EvalError> {
+    ) -> Result<bool, EvalError> {
         let module = self.module;
         let comp = module.comp(c);
         let started = self.replica.stats.is_some().then(std::time::Instant::now);
+        let donors = if self.options.in_place {
+            fusion::output_donors(comp, g, &frame.slots, &frame.remaining)
+        } else {
+            vec![None; g.outputs.len()]
+        };
         let mut reserved = Vec::new();
-        for &o in &g.outputs {
+        for (&o, d) in g.outputs.iter().zip(&donors) {
             let ins = comp.instr(o);
-            let bytes = memory::shape_bytes(&ins.shape);
-            if let Err(e) = frame.held.budget.reserve(bytes, || {
-                format!("instruction '{}' ({} {})", ins.name, ins.opcode, ins.shape)
-            }) {
+            let bytes = match d {
+                Some(_) => 0,
+                None => memory::shape_bytes(&ins.shape),
+            };
+            if frame
+                .held
+                .budget
+                .reserve(bytes, || {
+                    format!("instruction '{}' ({} {})", ins.name, ins.opcode, ins.shape)
+                })
+                .is_err()
+            {
+                // Unfused, the error names the first instruction that does not fit.
                 reserved.iter().for_each(|&b| frame.held.budget.release(b));
-                return Err(e);
+                return Ok(false);
             }
             reserved.push(bytes);
         }
-        let values = match fusion::run_group(comp, g, &frame.slots, self.options.fusion_tile) {
-            Ok(v) => v,
-            Err(e) => {
-                reserved.iter().for_each(|&b| frame.held.budget.release(b));
-                return Err(e);
+        let donated: Vec<Option<(InstrId, ArrayLiteral)>> = donors
+            .iter()
+            .map(|d| {
+                let id = (*d)?;
+                take_unique_array(&mut frame.slots[id.index()]).map(|a| (id, a))
+            })
+            .collect();
+        let values =
+            match fusion::run_group(comp, g, &frame.slots, self.options.fusion_tile, donated) {
+                Ok(v) => v,
+                Err(failure) => {
+                    reserved.iter().for_each(|&b| frame.held.budget.release(b));
+                    return match failure.intact {
+                        Some(back) => {
+                            for (id, a) in back {
+                                frame.slots[id.index()] = Some(Value::array(a));
+                            }
+                            Ok(false)
+                        }
+                        None => Err(failure.error),
+                    };
+                }
+            };
+        for (d, r) in donors.iter().zip(reserved.iter_mut()) {
+            if let Some(id) = d {
+                // The donor's charge passes to the output written into its buffer.
+                *r = std::mem::take(&mut frame.held.bytes[id.index()]);
+                self.stats.fused_in_place += 1;
             }
-        };
+        }
         for ((&o, v), bytes) in g.outputs.iter().zip(values).zip(reserved) {
             if c == module.entry {
                 self.hooks.observe(module, c, o, &v);
@@ -580,7 +615,7 @@ impl<'m> Evaluator<'m> {
             let ns = t.elapsed().as_nanos() as u64;
             self.stats.record(TimeFamily::Fused, ns);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Runs one instruction of a frame: evaluates it (through the hooks and the numerics

@@ -68,6 +68,9 @@ pub struct EvalStats {
     pub fused_groups: u64,
     /// Instructions evaluated inside those groups.
     pub fused_instructions: u64,
+    /// Group outputs written into the buffer of an input the group read for the last time
+    /// ([`super::fusion::output_donors`]) instead of a fresh one.
+    pub fused_in_place: u64,
     /// Instructions evaluated one by one (parameters excluded), counting each execution.
     pub instructions: u64,
     /// Of those, the ones whose result was written into a dying operand's buffer
@@ -99,6 +102,7 @@ impl EvalStats {
     pub fn add(&mut self, other: &EvalStats) {
         self.fused_groups += other.fused_groups;
         self.fused_instructions += other.fused_instructions;
+        self.fused_in_place += other.fused_in_place;
         self.instructions += other.instructions;
         self.in_place += other.in_place;
         for (a, b) in self.nanos.iter_mut().zip(other.nanos) {
@@ -111,6 +115,7 @@ impl EvalStats {
         let mut d = EvalStats {
             fused_groups: self.fused_groups - before.fused_groups,
             fused_instructions: self.fused_instructions - before.fused_instructions,
+            fused_in_place: self.fused_in_place - before.fused_in_place,
             instructions: self.instructions - before.instructions,
             in_place: self.in_place - before.in_place,
             nanos: self.nanos,
