@@ -18,7 +18,7 @@
 //! the instruction and shapes as the user wrote them.
 
 use super::elementwise::{self, in_place, PAR_THRESHOLD};
-use super::{err, shape_ops, take_unique_array, EvalError, KResult, Value};
+use super::{err, shape_ops, sole_array, take_unique_array, EvalError, KResult, Value};
 use crate::hlo::{
     ArrayData, ArrayLiteral, ArrayShape, Computation, ElementType, InstrId, Instruction, Opcode,
     Shape,
@@ -249,11 +249,8 @@ pub(crate) fn output_donors(
             let donor = reads.iter().find_map(|&(o, n)| {
                 let fits = remaining[o.index()] == n
                     && !taken.contains(&o)
-                    && matches!(&slots[o.index()], Some(Value::Array(a))
-                        if std::sync::Arc::strong_count(a) == 1
-                            && std::sync::Arc::weak_count(a) == 0
-                            && a.shape.ty == ty
-                            && a.data.len() == group.len);
+                    && sole_array(&slots[o.index()])
+                        .is_some_and(|a| a.shape.ty == ty && a.data.len() == group.len);
                 fits.then_some(o)
             })?;
             taken.push(donor);

@@ -540,11 +540,20 @@ impl<'m> Evaluator<'m> {
         let module = self.module;
         let comp = module.comp(c);
         let started = self.replica.stats.is_some().then(std::time::Instant::now);
-        let donors = if self.options.in_place {
+        // The donors' buffers are taken out of their slots here; the ids follow from them.
+        let donated: Vec<Option<(InstrId, ArrayLiteral)>> = if self.options.in_place {
             fusion::output_donors(comp, g, &frame.slots, &frame.remaining)
+                .into_iter()
+                .map(|d| {
+                    let id = d?;
+                    take_unique_array(&mut frame.slots[id.index()]).map(|a| (id, a))
+                })
+                .collect()
         } else {
-            vec![None; g.outputs.len()]
+            (0..g.outputs.len()).map(|_| None).collect()
         };
+        let donors: Vec<Option<InstrId>> =
+            donated.iter().map(|d| d.as_ref().map(|x| x.0)).collect();
         let mut reserved = Vec::new();
         for (&o, d) in g.outputs.iter().zip(&donors) {
             let ins = comp.instr(o);
@@ -562,17 +571,13 @@ impl<'m> Evaluator<'m> {
             {
                 // Unfused, the error names the first instruction that does not fit.
                 reserved.iter().for_each(|&b| frame.held.budget.release(b));
+                for (id, a) in donated.into_iter().flatten() {
+                    frame.slots[id.index()] = Some(Value::array(a));
+                }
                 return Ok(false);
             }
             reserved.push(bytes);
         }
-        let donated: Vec<Option<(InstrId, ArrayLiteral)>> = donors
-            .iter()
-            .map(|d| {
-                let id = (*d)?;
-                take_unique_array(&mut frame.slots[id.index()]).map(|a| (id, a))
-            })
-            .collect();
         let values =
             match fusion::run_group(comp, g, &frame.slots, self.options.fusion_tile, donated) {
                 Ok(v) => v,
@@ -765,10 +770,10 @@ impl<'m> Evaluator<'m> {
             };
             // One use left means this is the only read, also within this instruction.
             let qualifies = frame.remaining[o.index()] == 1
-                && matches!(&frame.slots[o.index()], Some(Value::Array(a))
-                    if Arc::strong_count(a) == 1
-                        && a.shape.dims == out.dims
-                        && elementwise::in_place::fits(ins.opcode, a.shape.ty, out.ty));
+                && sole_array(&frame.slots[o.index()]).is_some_and(|a| {
+                    a.shape.dims == out.dims
+                        && elementwise::in_place::fits(ins.opcode, a.shape.ty, out.ty)
+                });
             if !qualifies {
                 continue;
             }
@@ -949,6 +954,14 @@ pub fn dispatch(
         )),
     }
     .map_err(|e| e.at(comp, ins))
+}
+
+/// The array in `slot` when nobody else holds its `Arc` (so [`take_unique_array`] will get it).
+pub(crate) fn sole_array(slot: &Option<Value>) -> Option<&ArrayLiteral> {
+    match slot {
+        Some(Value::Array(a)) if Arc::strong_count(a) == 1 => Some(a),
+        _ => None,
+    }
 }
 
 /// Takes the array out of `slot` when nobody else holds its `Arc`, so its buffer may be

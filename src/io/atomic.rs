@@ -11,11 +11,10 @@
 //! Durability: when the target exists, the new contents are synced to disk before the rename,
 //! so a power loss right after it cannot leave an empty file where the old one was. (Starting
 //! the write-back early, with `sync_file_range` every 8 MiB, was tried and made a 64 MB write
-//! three times slower here: the writes then wait for the disk.) A new
-//! target is not synced: until the kernel writes it back, a power loss can lose only the new
-//! output, never a file that existed, and skipping the sync saves a 64 MB output about a fifth
-//! of `hlosim run`'s time (as `cp`, compilers and `np.savez` do, the kernel writes it within
-//! seconds).
+//! three times slower here: the writes then wait for the disk.) A new target is not synced:
+//! until the kernel writes it back, a power loss can lose only the new output, never a file
+//! that existed, and skipping the sync saves a 64 MB output about a fifth of `hlosim run`'s
+//! time (as with `cp`, compilers and `np.savez`, the kernel writes it within seconds).
 //!
 //! A symlinked target is resolved first, so the link keeps pointing at the (replaced) file it
 //! named, as an in-place write would. A target that exists and is not a regular file (a
