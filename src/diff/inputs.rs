@@ -396,6 +396,7 @@ fn gen_value(
                 .collect::<Result<_, _>>()?,
         )),
         Shape::Token => Ok(Value::Token),
+        Shape::Buffer(_) => Err(format!("a {shape} parameter cannot be given a value")),
     }
 }
 

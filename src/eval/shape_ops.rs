@@ -69,6 +69,11 @@ fn array(shape: &ArrayShape, data: ArrayData) -> KResult {
 pub fn constant(ins: &Instruction) -> KResult {
     match &ins.attrs.literal {
         Some(l) => Ok(Value::from_literal(l.clone())),
+        None if ins.attrs.literal_elided => err(format!(
+            "constant '{}' was printed with its values elided ({{...}}): its values are \
+             unknown, so it cannot be evaluated (print the module with large constants)",
+            ins.name
+        )),
         None => err("constant has no literal"),
     }
 }

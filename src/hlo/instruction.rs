@@ -232,6 +232,9 @@ pub struct Attrs {
     pub parameter_number: Option<i64>,
     /// `constant(...)`.
     pub literal: Option<Literal>,
+    /// `constant({...})`: a constant printed with its values left out. It parses and
+    /// prints back, but cannot be evaluated.
+    pub literal_elided: bool,
     /// `dimensions={...}` (broadcast, transpose, reduce, reverse, concatenate, sort, map,
     /// all-gather, reduce-scatter, get-dimension-size, ...).
     pub dimensions: Option<Vec<i64>>,

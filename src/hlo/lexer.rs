@@ -19,7 +19,8 @@ pub type PResult<T> = Result<T, ParseError>;
 /// error rather than a stack overflow.
 pub const MAX_NESTING: usize = 256;
 
-/// Cursor over the source bytes.
+/// Cursor over the source bytes (cloned for lookahead).
+#[derive(Clone)]
 pub struct Cursor<'a> {
     src: &'a str,
     bytes: &'a [u8],

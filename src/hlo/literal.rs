@@ -107,6 +107,17 @@ impl ArrayData {
         }
     }
 
+    /// `n` copies of these elements one after another (XLA's scalar literal for a whole
+    /// array constant, `f32[8,2048] constant(0)`).
+    pub fn repeat(&self, n: usize) -> ArrayData {
+        macro_rules! each {
+            ($($v:ident),*) => {
+                match self { $( ArrayData::$v(v) => ArrayData::$v(v.repeat(n)), )* }
+            };
+        }
+        each!(Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128, Bits8)
+    }
+
     /// Number of elements held.
     pub fn len(&self) -> usize {
         with_array_data!(self, v => v.len())
@@ -292,7 +303,8 @@ impl Literal {
     /// A zero value of any shape.
     pub fn zeros(shape: &Shape) -> Literal {
         match shape {
-            Shape::Array(a) => Literal::Array(ArrayLiteral::zeros(a.clone())),
+            // A buffer holds an array: its zero value is that array's.
+            Shape::Array(a) | Shape::Buffer(a) => Literal::Array(ArrayLiteral::zeros(a.clone())),
             Shape::Tuple(v) => Literal::Tuple(v.iter().map(Literal::zeros).collect()),
             Shape::Token => Literal::Token,
         }

@@ -1,6 +1,7 @@
 //! The HLO IR and its text form: shapes, literals, instructions, computations, modules,
 //! the parser, the printer and the verifier. Depends on nothing else in the crate.
 
+pub mod attribute_names;
 pub mod computation;
 pub mod instruction;
 pub mod lexer;
@@ -11,6 +12,7 @@ pub mod opcode;
 pub mod parser;
 pub mod printer;
 pub mod shape;
+pub mod shape_inference;
 pub mod verifier;
 
 pub use computation::Computation;

@@ -2,6 +2,7 @@
 //! signatures, metadata) and JAX's short form. Semantic attributes are parsed into typed
 //! fields; everything else is kept verbatim. Errors carry line:column.
 
+use super::attribute_names;
 use super::computation::Computation;
 use super::instruction::*;
 use super::lexer::{Cursor, PResult, ParseError, MAX_NESTING};
@@ -10,8 +11,10 @@ use super::minifloat;
 use super::module::Module;
 use super::opcode::Opcode;
 use super::shape::{ArrayShape, ElementType, Layout, Shape};
+use super::shape_inference::{infer_unwritten_shape, RuleInput};
 use half::{bf16, f16};
 use num_complex::Complex;
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Parses a whole HLO module from text.
@@ -19,6 +22,7 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
     Parser {
         c: Cursor::new(text),
         comps: HashMap::new(),
+        comp_results: Vec::new(),
         depth: 0,
     }
     .module()
@@ -29,6 +33,7 @@ pub fn parse_shape(text: &str) -> Result<Shape, ParseError> {
     let mut p = Parser {
         c: Cursor::new(text),
         comps: HashMap::new(),
+        comp_results: Vec::new(),
         depth: 0,
     };
     let s = p.shape()?;
@@ -41,6 +46,9 @@ pub fn parse_shape(text: &str) -> Result<Shape, ParseError> {
     Ok(s)
 }
 
+/// Instructions of the computation being parsed, by name (inline operands get owned names).
+type Names<'a> = HashMap<Cow<'a, str>, InstrId>;
+
 /// A computation signature as written: named parameter shapes and the result shape.
 type Signature = (Vec<(String, Shape, Loc)>, Shape);
 
@@ -49,6 +57,9 @@ struct Parser<'a> {
     /// Computations defined so far: name → index. XLA requires a computation to be
     /// defined before it is called, so references resolve immediately.
     comps: HashMap<String, usize>,
+    /// Root shape of each computation defined so far (by index), for the shapes of calls
+    /// written without one.
+    comp_results: Vec<Shape>,
     depth: usize,
 }
 
@@ -62,22 +73,36 @@ impl<'a> Parser<'a> {
     fn module(mut self) -> PResult<Module> {
         self.c.skip_ws()?;
         let loc = self.c.loc();
-        match self.c.ident()? {
-            Some("HloModule") => {}
-            _ => {
-                return self.c.error(format!(
-                    "expected 'HloModule', found {}",
-                    self.c.describe_next()
-                ))
-            }
-        }
-        let name = self.c.expect_name("module name")?.to_string();
+        // XLA's parser also takes a module text without the `HloModule` line (then the
+        // module is named after its entry computation, `module_<entry>`).
+        let mut probe = self.c.clone();
+        let headed = probe.ident()? == Some("HloModule");
+        let mut name = None;
         let mut header_attrs = Vec::new();
-        while self.c.eat(b',')? {
-            let key = self.c.expect_ident("header attribute name")?.to_string();
-            self.c.expect(b'=', "after header attribute name")?;
-            let v = self.c.raw_value(&key)?.to_string();
-            header_attrs.push((key, v));
+        if headed {
+            self.c.expect_ident("'HloModule'")?;
+            name = Some(self.c.expect_name("module name")?.to_string());
+            while self.c.eat(b',')? {
+                let key = self.c.expect_ident("header attribute name")?.to_string();
+                self.c.expect(b'=', "after header attribute name")?;
+                if key == "input_output_alias" {
+                    // Kept verbatim, but XLA parses it: a malformed one is an error.
+                    let mut probe = self.c.clone();
+                    probe.skip_ws()?;
+                    let vloc = probe.loc();
+                    if let Err(e) = input_output_alias(&mut probe) {
+                        return Cursor::error_at(
+                            vloc,
+                            format!(
+                                "malformed input_output_alias ({}:{}: {})",
+                                e.line, e.col, e.message
+                            ),
+                        );
+                    }
+                }
+                let v = self.c.raw_value(&key)?.to_string();
+                header_attrs.push((key, v));
+            }
         }
         let mut computations: Vec<Computation> = Vec::new();
         let mut locs: Vec<Loc> = Vec::new();
@@ -105,6 +130,7 @@ impl<'a> Parser<'a> {
                 entry = Some(idx);
             }
             self.comps.insert(comp.name.clone(), idx);
+            self.comp_results.push(comp.root_instr().shape.clone());
             locs.push(comp.loc);
             computations.push(comp);
         }
@@ -113,6 +139,7 @@ impl<'a> Parser<'a> {
         }
         // Without an ENTRY marker XLA takes the last computation as the entry.
         let entry = entry.unwrap_or(computations.len() - 1);
+        let name = name.unwrap_or_else(|| format!("module_{}", computations[entry].name));
         Ok(Module {
             name,
             header_attrs,
@@ -154,20 +181,10 @@ impl<'a> Parser<'a> {
             let result = self.shape()?;
             signature = Some((params, result));
         }
-        let mut raw_attrs = Vec::new();
-        while self.c.eat(b',')? {
-            let key = self
-                .c
-                .expect_ident("computation attribute name")?
-                .to_string();
-            self.c.expect(b'=', "after computation attribute name")?;
-            let v = self.c.raw_value(&key)?.to_string();
-            raw_attrs.push((key, v));
-        }
         self.c
             .expect(b'{', &format!("to open the body of computation '{name}'"))?;
         let mut instructions: Vec<Instruction> = Vec::new();
-        let mut by_name: HashMap<&'a str, InstrId> = HashMap::new();
+        let mut by_name: Names<'a> = HashMap::new();
         let mut root: Option<(InstrId, Loc)> = None;
         let mut pending_control: Vec<(usize, Vec<(&'a str, Loc)>)> = Vec::new();
         loop {
@@ -193,7 +210,8 @@ impl<'a> Parser<'a> {
                     format!("instruction '{iname}' is already defined in computation '{name}'"),
                 );
             }
-            let (instr, control) = self.instruction(iname, iloc, &by_name, &instructions)?;
+            let (instr, control) =
+                self.instruction(Cow::Borrowed(iname), iloc, &mut by_name, &mut instructions)?;
             let id = InstrId(instructions.len() as u32);
             if is_root {
                 if let Some((_, prev)) = root {
@@ -207,11 +225,23 @@ impl<'a> Parser<'a> {
             if !control.is_empty() {
                 pending_control.push((id.index(), control));
             }
-            by_name.insert(iname, id);
+            by_name.insert(Cow::Borrowed(iname), id);
             instructions.push(instr);
         }
         if instructions.is_empty() {
             return Cursor::error_at(loc, format!("computation '{name}' has no instructions"));
+        }
+        // Computation attributes (`execution_thread="..."`) follow the closing brace, as
+        // XLA prints them.
+        let mut raw_attrs = Vec::new();
+        while self.c.eat(b',')? {
+            let key = self
+                .c
+                .expect_ident("computation attribute name")?
+                .to_string();
+            self.c.expect(b'=', "after computation attribute name")?;
+            let v = self.c.raw_value(&key)?.to_string();
+            raw_attrs.push((key, v));
         }
         for (idx, names) in pending_control {
             for (n, l) in names {
@@ -240,27 +270,71 @@ impl<'a> Parser<'a> {
         Ok((comp, is_entry))
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Parses the right-hand side of `name = ...`, starting at `=`.
     fn instruction(
         &mut self,
-        name: &'a str,
+        name: Cow<'a, str>,
         loc: Loc,
-        by_name: &HashMap<&'a str, InstrId>,
-        defined: &[Instruction],
+        by_name: &mut Names<'a>,
+        defined: &mut Vec<Instruction>,
     ) -> PResult<(Instruction, Vec<(&'a str, Loc)>)> {
         self.c
             .expect(b'=', &format!("after instruction name '{name}'"))?;
-        let shape = self.shape()?;
+        self.c.skip_ws()?;
+        let shape = if self.at_written_shape() {
+            Some(self.shape()?)
+        } else {
+            None
+        };
         self.c.skip_ws()?;
         let oloc = self.c.loc();
         let opname = self.c.expect_ident("opcode")?;
+        self.instruction_after_opcode(name, loc, shape, opname, oloc, by_name, defined)
+    }
+
+    /// Whether the text after `=` (or at an operand) starts with a shape rather than an
+    /// opcode: a tuple shape, an element type with dimensions, or a buffer type `b(...)`.
+    fn at_written_shape(&mut self) -> bool {
+        self.c.peek() == b'('
+            || self.at_shape_start()
+            || (self.c.peek() == b'b' && self.c.peek_at(1) == b'(')
+    }
+
+    /// The rest of an instruction once its opcode is read: operands, attributes, and the
+    /// inferred shape when none was written. Also parses operands written inline
+    /// (`reshape(f32[1,8] parameter(0))`), which become instructions of their own before this
+    /// one, named `<opcode>.anon` as XLA's parser names them.
+    #[allow(clippy::too_many_arguments)]
+    fn instruction_after_opcode(
+        &mut self,
+        name: Cow<'a, str>,
+        loc: Loc,
+        shape: Option<Shape>,
+        opname: &'a str,
+        oloc: Loc,
+        by_name: &mut Names<'a>,
+        defined: &mut Vec<Instruction>,
+    ) -> PResult<(Instruction, Vec<(&'a str, Loc)>)> {
         let Some(opcode) = Opcode::from_name(opname) else {
             return Cursor::error_at(oloc, format!("unknown opcode '{opname}'"));
         };
-        let mut ins = Instruction::new(name, opcode, shape, Vec::new());
+        let written = shape.is_some();
+        let placeholder = Shape::Tuple(Vec::new());
+        let mut ins = Instruction::new(
+            name.into_owned(),
+            opcode,
+            shape.unwrap_or(placeholder),
+            Vec::new(),
+        );
         ins.loc = loc;
         self.c.expect(b'(', &format!("after opcode '{opname}'"))?;
         match opcode {
+            Opcode::Parameter | Opcode::Constant if !written => {
+                return Cursor::error_at(
+                    oloc,
+                    format!("cannot infer the shape of {opcode}: write it before the opcode"),
+                );
+            }
             Opcode::Parameter => {
                 let n = self.c.int("parameter number")?;
                 if n < 0 {
@@ -271,8 +345,20 @@ impl<'a> Parser<'a> {
             }
             Opcode::Constant => {
                 self.c.skip_ws()?;
-                let lit = self.literal(&ins.shape)?;
-                ins.attrs.literal = Some(lit);
+                let mut probe = self.c.clone();
+                if ins.shape.as_array().is_some()
+                    && probe.eat(b'{')?
+                    && probe.eat_str("...")?
+                    && probe.eat(b'}')?
+                {
+                    // XLA prints large constants as `{...}`; the module parses, but the
+                    // values are gone (the evaluator says so if it is run).
+                    self.c = probe;
+                    ins.attrs.literal_elided = true;
+                } else {
+                    let lit = self.literal(&ins.shape)?;
+                    ins.attrs.literal = Some(lit);
+                }
                 self.c.expect(b')', "after the constant's literal")?;
             }
             _ => {
@@ -293,7 +379,8 @@ impl<'a> Parser<'a> {
             }
         }
         let mut control = Vec::new();
-        while self.c.eat(b',')? {
+        while self.at_attribute()? {
+            self.c.expect(b',', "before an attribute")?;
             self.c.skip_ws()?;
             let aloc = self.c.loc();
             let key = self.c.expect_ident("attribute name")?;
@@ -301,24 +388,122 @@ impl<'a> Parser<'a> {
                 .expect(b'=', &format!("after attribute name '{key}'"))?;
             self.attribute(&mut ins, key, aloc, &mut control)?;
         }
+        if matches!(
+            opcode,
+            Opcode::CollectivePermute | Opcode::CollectivePermuteStart
+        ) && ins.raw_attrs.iter().any(|(k, _)| k == "slice_sizes")
+            && ins.operands.len() != 4
+        {
+            return Cursor::error_at(
+                oloc,
+                format!(
+                    "{opcode} with slice_sizes is the in-place form: it takes four operands \
+                     (input, output, input offsets, output offsets), found {}",
+                    ins.operands.len()
+                ),
+            );
+        }
+        if opcode == Opcode::Broadcast
+            && ins.attrs.dimensions.is_none()
+            && ins.operands.len() == 1
+            && defined[ins.operands[0].index()].shape.dims().is_empty()
+            && defined[ins.operands[0].index()].shape.as_array().is_some()
+        {
+            // XLA's parser lets a scalar broadcast omit `dimensions` (there are none).
+            ins.attrs.dimensions = Some(Vec::new());
+        }
+        if !written {
+            let operands: Vec<&Shape> = ins
+                .operands
+                .iter()
+                .map(|o| &defined[o.index()].shape)
+                .collect();
+            let comp_results = &self.comp_results;
+            let callee_result = |c: CompId| comp_results.get(c.index()).cloned();
+            let input = RuleInput {
+                opcode,
+                attrs: &ins.attrs,
+                operands,
+                callee_result: &callee_result,
+            };
+            match infer_unwritten_shape(&input) {
+                Ok(s) => ins.shape = s,
+                Err(e) => {
+                    return Cursor::error_at(
+                        oloc,
+                        format!("instruction '{}' has no shape: {e}", ins.name),
+                    )
+                }
+            }
+        }
         Ok((ins, control))
+    }
+
+    /// Whether `, key=` (an attribute) follows, as opposed to `, operand` or nothing. An
+    /// operand written inline ends at its last attribute, and its user's next operand
+    /// follows after a comma too.
+    fn at_attribute(&mut self) -> PResult<bool> {
+        if !self.c.looking_at(b',')? {
+            return Ok(false);
+        }
+        let mut probe = self.c.clone();
+        probe.expect(b',', "")?;
+        if probe.ident()?.is_none() {
+            return Ok(false);
+        }
+        probe.skip_ws()?;
+        Ok(probe.peek() == b'=')
     }
 
     fn operand(
         &mut self,
         ins: &mut Instruction,
-        by_name: &HashMap<&'a str, InstrId>,
-        defined: &[Instruction],
+        by_name: &mut Names<'a>,
+        defined: &mut Vec<Instruction>,
     ) -> PResult<()> {
         self.c.skip_ws()?;
         let mut declared: Option<(Shape, Loc)> = None;
-        if self.c.peek() == b'(' || self.at_shape_start() {
+        if self.at_written_shape() {
             let sloc = self.c.loc();
             declared = Some((self.shape()?, sloc));
         }
         self.c.skip_ws()?;
         let nloc = self.c.loc();
         let n = self.c.expect_name("operand name")?;
+        if self.c.peek() == b'(' {
+            // An instruction written inline as the operand.
+            self.enter()?;
+            let opname = n;
+            let base = format!("{opname}.anon");
+            let mut iname = base.clone();
+            let mut k = 0;
+            while by_name.contains_key(iname.as_str()) {
+                k += 1;
+                iname = format!("{base}.{k}");
+            }
+            let (mut inner, control) = self.instruction_after_opcode(
+                Cow::Owned(iname.clone()),
+                nloc,
+                declared.map(|d| d.0),
+                opname,
+                nloc,
+                by_name,
+                defined,
+            )?;
+            self.leave();
+            if !control.is_empty() {
+                return Cursor::error_at(
+                    nloc,
+                    "an operand written inline cannot have control-predecessors",
+                );
+            }
+            inner.loc = nloc;
+            let id = InstrId(defined.len() as u32);
+            defined.push(inner);
+            by_name.insert(Cow::Owned(iname), id);
+            ins.operands.push(id);
+            return Ok(());
+        }
         let Some(&id) = by_name.get(n) else {
             return Cursor::error_at(
                 nloc,
@@ -388,6 +573,17 @@ impl<'a> Parser<'a> {
             return Ok(Shape::Tuple(elems));
         }
         let loc = self.c.loc();
+        if self.c.peek() == b'b' && self.c.peek_at(1) == b'(' {
+            // A buffer shape, `b(f32[16])`.
+            self.c.expect(b'b', "")?;
+            self.c.expect(b'(', "")?;
+            let inner = self.shape()?;
+            self.c.expect(b')', "to close a buffer shape")?;
+            return match inner {
+                Shape::Array(a) => Ok(Shape::Buffer(a)),
+                other => Cursor::error_at(loc, format!("a buffer holds an array, not {other}")),
+            };
+        }
         let tyname = self.c.take_while(|b| b.is_ascii_alphanumeric());
         let Some(ty) = ElementType::from_name(tyname) else {
             return Cursor::error_at(
@@ -523,6 +719,23 @@ impl<'a> Parser<'a> {
         control: &mut Vec<(&'a str, Loc)>,
     ) -> PResult<()> {
         let op = ins.opcode;
+        if let Some(allowed) = attribute_names::allowed(op.name()) {
+            if !attribute_names::COMMON.contains(&key) && !allowed.contains(&key) {
+                let mut all: Vec<&str> = attribute_names::COMMON
+                    .iter()
+                    .chain(allowed)
+                    .copied()
+                    .collect();
+                all.sort_unstable();
+                return Cursor::error_at(
+                    loc,
+                    format!(
+                        "unexpected attribute '{key}' on {op}; XLA allows: {}",
+                        all.join(", ")
+                    ),
+                );
+            }
+        }
         let a = &mut ins.attrs;
         macro_rules! once {
             ($field:expr, $val:expr) => {{
@@ -634,7 +847,16 @@ impl<'a> Parser<'a> {
                     .get_or_insert_with(Default::default)
                     .scatter_indices_batching_dims = self.int_list(key)?
             }
-            "slice_sizes" => once!(a.slice_sizes, self.int_list(key)?),
+            // collective-permute's in-place form writes one list per pair (`{{1}}`); it
+            // is kept verbatim (the evaluator refuses that form with its own error).
+            "slice_sizes"
+                if !matches!(
+                    op,
+                    Opcode::CollectivePermute | Opcode::CollectivePermuteStart
+                ) =>
+            {
+                once!(a.slice_sizes, self.int_list(key)?)
+            }
             "indices_are_sorted" => once!(a.indices_are_sorted, self.boolean(key)?),
             "unique_indices" => once!(a.unique_indices, self.boolean(key)?),
             "is_stable" => once!(a.is_stable, self.boolean(key)?),
@@ -951,6 +1173,7 @@ impl<'a> Parser<'a> {
                 Ok(Literal::Tuple(out))
             }
             Shape::Token => self.c.error("token constants are not allowed"),
+            Shape::Buffer(_) => self.c.error("buffer constants are not allowed"),
             Shape::Array(a) => {
                 let loc = self.c.loc();
                 let mut elems = Vec::new();
@@ -963,6 +1186,14 @@ impl<'a> Parser<'a> {
                     } else {
                         elems.push(self.elem(a.ty)?);
                     }
+                } else if !self.c.looking_at(b'{')? {
+                    // XLA accepts one scalar for every element of an array constant.
+                    let e = self.elem(a.ty)?;
+                    let one = convert_elems(&ArrayShape::new(a.ty, Vec::new()), &[e], loc)?;
+                    return Ok(Literal::Array(ArrayLiteral {
+                        shape: a.clone(),
+                        data: one.repeat(a.element_count()),
+                    }));
                 } else {
                     self.nested(a, 0, &mut elems)?;
                 }
@@ -1204,6 +1435,52 @@ fn float_bits(w: &str, bits: u32, mant: u32) -> Option<u64> {
     })
 }
 
+/// Checks the syntax of `input_output_alias={ {0}: (0, {}, must-alias), ... }` as XLA's
+/// parser reads it: output index, `:`, and a parenthesised parameter number, parameter
+/// index and optional `may-alias` / `must-alias`.
+fn input_output_alias(c: &mut Cursor<'_>) -> PResult<()> {
+    fn shape_index(c: &mut Cursor<'_>) -> PResult<()> {
+        c.expect(b'{', "to open a shape index")?;
+        if c.eat(b'}')? {
+            return Ok(());
+        }
+        loop {
+            c.int("shape index")?;
+            if c.eat(b'}')? {
+                return Ok(());
+            }
+            c.expect(b',', "between shape index entries")?;
+        }
+    }
+    c.expect(b'{', "to open input_output_alias")?;
+    if c.eat(b'}')? {
+        return Ok(());
+    }
+    loop {
+        shape_index(c)?;
+        c.expect(b':', "after the output index")?;
+        c.expect(b'(', "to open an alias")?;
+        c.int("parameter number")?;
+        c.expect(b',', "after the parameter number")?;
+        shape_index(c)?;
+        if c.eat(b',')? {
+            match c.expect_ident("alias kind")? {
+                "may-alias" | "must-alias" => {}
+                k => {
+                    return c.error(format!(
+                        "unknown alias kind '{k}' (may-alias or must-alias)"
+                    ))
+                }
+            }
+        }
+        c.expect(b')', "to close an alias")?;
+        if c.eat(b'}')? {
+            return Ok(());
+        }
+        c.expect(b',', "between aliases")?;
+    }
+}
+
 fn int_range(ty: ElementType) -> (i128, i128) {
     use ElementType as E;
     match ty {
@@ -1253,16 +1530,52 @@ fn convert_elems(a: &ArrayShape, elems: &[Elem<'_>], loc: Loc) -> PResult<ArrayD
         }
         Ok(v)
     };
+    // XLA rejects a finite literal that rounds to infinity in its type (f16 65520): "out of
+    // range". `inf` and `nan` themselves are fine.
+    let out_of_range = |e: &Elem<'_>| -> ParseError {
+        let (w, l) = word(e);
+        ParseError {
+            line: l.line,
+            col: l.col,
+            message: format!(
+                "value {w} is out of range for {}: it rounds to infinity",
+                a.ty
+            ),
+        }
+    };
+    let finite_in =
+        |w: &str, rounded: f64| parse_f64(w).is_some_and(f64::is_finite) && !rounded.is_finite();
     let floats = |e: &Elem<'_>, bits: u32, mant: u32| -> PResult<u64> {
         let (w, _) = word(e);
-        float_bits(&w, bits, mant).ok_or_else(|| bad(e, a.ty.name()))
+        let b = float_bits(&w, bits, mant).ok_or_else(|| bad(e, a.ty.name()))?;
+        let rounded = match bits {
+            64 => f64::from_bits(b),
+            32 => f32::from_bits(b as u32) as f64,
+            _ if mant == 10 => f16::from_bits(b as u16).to_f64(),
+            _ => bf16::from_bits(b as u16).to_f64(),
+        };
+        if finite_in(&w, rounded) {
+            return Err(out_of_range(e));
+        }
+        Ok(b)
     };
     let pair = |e: &Elem<'_>, bits: u32, mant: u32| -> PResult<(u64, u64)> {
         match e {
-            Elem::Pair(r, i, _) => Ok((
-                float_bits(r, bits, mant).ok_or_else(|| bad(e, a.ty.name()))?,
-                float_bits(i, bits, mant).ok_or_else(|| bad(e, a.ty.name()))?,
-            )),
+            Elem::Pair(r, i, _) => {
+                let part = |w: &str| -> PResult<u64> {
+                    let b = float_bits(w, bits, mant).ok_or_else(|| bad(e, a.ty.name()))?;
+                    let rounded = if bits == 64 {
+                        f64::from_bits(b)
+                    } else {
+                        f32::from_bits(b as u32) as f64
+                    };
+                    if finite_in(w, rounded) {
+                        return Err(out_of_range(e));
+                    }
+                    Ok(b)
+                };
+                Ok((part(r)?, part(i)?))
+            }
             _ => Err(bad(e, a.ty.name())),
         }
     };
@@ -1306,7 +1619,11 @@ fn convert_elems(a: &ArrayShape, elems: &[Elem<'_>], loc: Loc) -> PResult<ArrayD
         ty => ArrayData::Bits8(collect!(|e| {
             let (w, _) = word(e);
             let v = parse_f64(&w).ok_or_else(|| bad(e, ty.name()))?;
-            Ok(minifloat::encode(ty, v))
+            let b = minifloat::encode(ty, v);
+            if finite_in(&w, minifloat::decode(ty, b)) {
+                return Err(out_of_range(e));
+            }
+            Ok(b)
         })),
     })
 }

@@ -44,9 +44,6 @@ fn print_computation(m: &Module, comp: &Computation, is_entry: bool, out: &mut S
         }
     }
     let _ = write!(out, ") -> {}", comp.root_instr().shape);
-    for (k, v) in &comp.raw_attrs {
-        let _ = write!(out, ", {k}={v}");
-    }
     out.push_str(" {\n");
     let order = comp.post_order().unwrap_or_else(|| comp.ids().collect());
     for id in order {
@@ -57,7 +54,11 @@ fn print_computation(m: &Module, comp: &Computation, is_entry: bool, out: &mut S
         print_instruction(m, comp, comp.instr(id), out);
         out.push('\n');
     }
-    out.push_str("}\n");
+    out.push('}');
+    for (k, v) in &comp.raw_attrs {
+        let _ = write!(out, ", {k}={v}");
+    }
+    out.push('\n');
 }
 
 /// Prints one instruction (without indentation or newline).
@@ -70,6 +71,8 @@ pub fn print_instruction(m: &Module, comp: &Computation, ins: &Instruction, out:
         Opcode::Constant => {
             if let Some(l) = &ins.attrs.literal {
                 print_literal(l, out);
+            } else if ins.attrs.literal_elided {
+                out.push_str("{...}");
             }
         }
         _ => {

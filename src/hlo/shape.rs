@@ -242,6 +242,10 @@ pub enum Shape {
     Array(ArrayShape),
     Tuple(Vec<Shape>),
     Token,
+    /// `b(f32[16])`: a buffer holding an array (XLA's buffer shape, the result of the
+    /// `Pin`/`CreateBuffer` custom-calls). Parsed and printed; no opcode hlosim evaluates
+    /// makes or reads one.
+    Buffer(ArrayShape),
 }
 
 impl Shape {
@@ -293,6 +297,7 @@ impl Shape {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compatible(y))
             }
             (Shape::Token, Shape::Token) => true,
+            (Shape::Buffer(a), Shape::Buffer(b)) => a.same_dims_and_type(b),
             _ => false,
         }
     }
@@ -303,7 +308,7 @@ impl Shape {
             match s {
                 Shape::Array(a) => out.push(a),
                 Shape::Tuple(v) => v.iter().for_each(|e| walk(e, out)),
-                Shape::Token => {}
+                Shape::Token | Shape::Buffer(_) => {}
             }
         }
         walk(self, &mut out);
@@ -313,7 +318,7 @@ impl Shape {
     /// than [`MAX_SHAPE_BYTES`].
     pub fn checked_byte_size(&self) -> Option<u64> {
         match self {
-            Shape::Array(a) => a.checked_byte_size(),
+            Shape::Array(a) | Shape::Buffer(a) => a.checked_byte_size(),
             Shape::Token => Some(0),
             Shape::Tuple(v) => v.iter().try_fold(0u64, |acc, s| {
                 let b = acc.checked_add(s.checked_byte_size()?)?;
@@ -330,6 +335,10 @@ impl Shape {
             }),
             Shape::Tuple(v) => Shape::Tuple(v.iter().map(|s| s.without_layout()).collect()),
             Shape::Token => Shape::Token,
+            Shape::Buffer(a) => Shape::Buffer(ArrayShape {
+                layout: None,
+                ..a.clone()
+            }),
         }
     }
 }
@@ -369,6 +378,7 @@ impl fmt::Display for Shape {
         match self {
             Shape::Array(a) => write!(f, "{a}"),
             Shape::Token => f.write_str("token[]"),
+            Shape::Buffer(a) => write!(f, "b({a})"),
             Shape::Tuple(v) => {
                 f.write_str("(")?;
                 for (i, s) in v.iter().enumerate() {

@@ -7,6 +7,7 @@ use super::instruction::*;
 use super::module::Module;
 use super::opcode::{Arity, OpFamily, Opcode};
 use super::shape::{ElementType, Shape, TypeClass};
+use super::shape_inference;
 use std::collections::HashSet;
 
 /// A verification failure naming where it happened: `line:col: ` (when the instruction
@@ -172,16 +173,7 @@ fn check_dims_in_range(
     rank: usize,
     what: &str,
 ) -> Result<(), VerifyError> {
-    let mut seen = HashSet::new();
-    for &d in dims {
-        if d < 0 || d as usize >= rank {
-            return ctx.err(format!("{what} {d} is out of range for rank {rank}"));
-        }
-        if !seen.insert(d) {
-            return ctx.err(format!("{what} {d} is repeated"));
-        }
-    }
-    Ok(())
+    shape_inference::dims_in_range(dims, rank, what).or_else(|e| ctx.err(e))
 }
 
 fn verify_computation(
@@ -333,6 +325,9 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
         }
         O::Constant => {
             let Some(l) = &ins.attrs.literal else {
+                if ins.attrs.literal_elided && ins.shape.as_array().is_some() {
+                    return Ok(());
+                }
                 return ctx.err("constant without a literal");
             };
             if !l.shape().compatible(&ins.shape) {
@@ -634,9 +629,56 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
                 ctx.callee(ins.attrs.select, "select")?;
             }
         }
+        O::Cholesky
+        | O::TriangularSolve
+        | O::Fft
+        | O::TopK
+        | O::GetDimensionSize
+        | O::SetDimensionSize
+        | O::ReplicaId
+        | O::PartitionId
+        | O::AfterAll
+        | O::AddDependency
+        | O::Domain
+        | O::Copy
+        | O::OptimizationBarrier
+        | O::BatchNormTraining
+        | O::BatchNormInference
+        | O::BatchNormGrad => verify_by_rule(ctx)?,
         _ => {}
     }
     Ok(())
+}
+
+/// Checks the written shape against the shape rule the parser infers with
+/// ([`shape_inference::infer_shape`]), for the opcodes that have no check of their own here.
+fn verify_by_rule(ctx: &Ctx) -> Result<(), VerifyError> {
+    let ins = ctx.ins;
+    let operands: Vec<&Shape> = ins
+        .operands
+        .iter()
+        .map(|&o| &ctx.c.instr(o).shape)
+        .collect();
+    let callee_result = |c: CompId| {
+        ctx.m
+            .computations
+            .get(c.index())
+            .map(|c| c.root_instr().shape.clone())
+    };
+    let input = shape_inference::RuleInput {
+        opcode: ins.opcode,
+        attrs: &ins.attrs,
+        operands,
+        callee_result: &callee_result,
+    };
+    match shape_inference::infer_shape(&input) {
+        Ok(Some(want)) if !want.compatible(&ins.shape) => ctx.err(format!(
+            "shape {} does not match {want}, the shape its operands give",
+            ins.shape
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => ctx.err(e),
+    }
 }
 
 fn verify_unary(ctx: &Ctx) -> Result<(), VerifyError> {
@@ -1062,28 +1104,7 @@ fn verify_scatter(ctx: &Ctx) -> Result<(), VerifyError> {
 
 /// Output size of one windowed dimension (shared by convolution and reduce-window).
 fn window_output(ctx: &Ctx, n: i64, w: &WindowDim) -> Result<i64, VerifyError> {
-    if w.size < 0 || w.stride < 1 || w.base_dilation < 1 || w.window_dilation < 1 {
-        return ctx.err(format!("invalid window dimension {w:?}"));
-    }
-    let dilated_in = if n == 0 {
-        0
-    } else {
-        (n as i128 - 1) * w.base_dilation as i128 + 1
-    };
-    let padded = dilated_in + w.pad_lo as i128 + w.pad_hi as i128;
-    let dilated_w = if w.size == 0 {
-        0
-    } else {
-        (w.size as i128 - 1) * w.window_dilation as i128 + 1
-    };
-    if padded < dilated_w {
-        return Ok(0);
-    }
-    let out = (padded - dilated_w) / w.stride as i128 + 1;
-    if out > i64::MAX as i128 {
-        return ctx.err("window output size overflows");
-    }
-    Ok(out as i64)
+    shape_inference::window_output(n, w).or_else(|e| ctx.err(e))
 }
 
 fn verify_reduce_window(ctx: &Ctx) -> Result<(), VerifyError> {
@@ -1185,21 +1206,11 @@ fn verify_convolution(ctx: &Ctx) -> Result<(), VerifyError> {
     ctx.expect_dims(&want)
 }
 
-/// Checks `index_vector_dim` against the indices' rank and returns how many indices each
-/// index vector holds (1 when the vector dimension is implicit), for gather and scatter.
+/// [`shape_inference::index_vector_length`] with the verifier's error.
 fn index_vector_length(
     ctx: &Ctx,
     ivd: i64,
     idx: &super::shape::ArrayShape,
 ) -> Result<i64, VerifyError> {
-    if ivd < 0 || ivd as usize > idx.rank() {
-        return ctx.err(format!(
-            "index_vector_dim {ivd} is out of range for indices {idx}"
-        ));
-    }
-    Ok(if (ivd as usize) < idx.rank() {
-        idx.dims[ivd as usize]
-    } else {
-        1
-    })
+    shape_inference::index_vector_length(ivd, idx).or_else(|e| ctx.err(e))
 }

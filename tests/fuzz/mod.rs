@@ -411,7 +411,7 @@ pub fn corpus() -> &'static [(String, Module)] {
 fn declared_elements(m: &Module) -> u64 {
     fn leaves(s: &Shape) -> u64 {
         match s {
-            Shape::Array(a) => a
+            Shape::Array(a) | Shape::Buffer(a) => a
                 .dims
                 .iter()
                 .map(|&d| d.max(0) as u64)

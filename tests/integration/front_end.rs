@@ -149,7 +149,8 @@ fn malformed_text_reports_line_column_and_expectation() {
     let cases: &[(&str, u32, u32, &str)] = &[
         ("HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] frobnicate(x)\n}\n", 4, 19, "unknown opcode 'frobnicate'"),
         ("HloModule m\nENTRY e {\n  ROOT c = f32[3] constant({1, 2})\n}\n", 3, 28, "has 2 elements, the shape says 3"),
-        ("HloModule m\nENTRY e {\n  ROOT c = f32[2] constant({...})\n}\n", 3, 28, "elided constant"),
+        ("HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] abs(x), foo=bar\n}\n", 4, 27, "unexpected attribute 'foo' on abs"),
+        ("HloModule m\nENTRY e {\n  ROOT c = f16[] constant(-65520)\n}\n", 3, 27, "out of range for f16"),
         ("HloModule m\nENTRY e {\n  ROOT c = s8[] constant(300)\n}\n", 3, 26, "out of range for s8"),
         ("HloModule m\nENTRY e {\n  ROOT c = f33[] constant(1)\n}\n", 3, 12, "unknown element type 'f33'"),
         ("HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] add(x, x\n}\n", 5, 1, "expected ',' or ')' after an operand"),
