@@ -316,6 +316,10 @@ impl<'a> Parser<'a> {
         defined: &mut Vec<Instruction>,
     ) -> PResult<(Instruction, Vec<(&'a str, Loc)>)> {
         let Some(opcode) = Opcode::from_name(opname) else {
+            // `f33[2]`: a misspelt element type, not an opcode.
+            if self.c.peek() == b'[' {
+                return Cursor::error_at(oloc, format!("unknown element type '{opname}'"));
+            }
             return Cursor::error_at(oloc, format!("unknown opcode '{opname}'"));
         };
         let written = shape.is_some();
