@@ -25,6 +25,12 @@
 //! length, Nyquist bin) contributes only its real part, as numpy's `irfftn` does.
 //! An FFT/IFFT whose trailing dimensions differ from `fft_length` is refused (XLA's shape
 //! inference lets it through and XLA:CPU then reads memory it does not own).
+//!
+//! Not matched: which output components a NaN or infinite input reaches. DUCC computes real
+//! and imaginary parts separately and skips multiplications by trivial twiddles in some of
+//! its butterflies, so XLA:CPU keeps some components of an affected line finite; here a
+//! NaN reaches both parts of every output bin of its line (every later line of a 2-D/3-D
+//! transform alike), except the imaginary parts RFFT writes as exact zeros.
 
 use super::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType, FftType, Instruction};
@@ -178,13 +184,29 @@ impl Geometry {
         v
     }
 
-    /// RFFT: the full complex transform of the real operand, keeping bins 0..=n/2 of the
-    /// last dimension.
+    /// RFFT, in DUCC's order: the last dimension first, keeping bins 0..=n/2 with the
+    /// imaginary part of bin 0 (and of bin n/2 for an even n) exactly zero, as DUCC's
+    /// real transform writes them, then complex transforms over the outer fft dimensions.
     fn real_to_complex(&self, mut v: Vec<C>) -> Vec<C> {
-        transform_axes(&mut v, self.batch, &self.full, self.full.len(), Direction::Forward);
-        let n = *self.full.last().expect("at least one fft dimension");
+        let r = self.full.len();
+        transform_axis(&mut v, self.batch, &self.full, r - 1, Direction::Forward);
+        let n = self.full[r - 1];
         let half = n / 2 + 1;
-        v.chunks(n).flat_map(|line| &line[..half]).copied().collect()
+        let mut h: Vec<C> = v
+            .chunks(n)
+            .flat_map(|line| &line[..half])
+            .copied()
+            .collect();
+        for line in h.chunks_mut(half) {
+            line[0].im = 0.0;
+            if n % 2 == 0 {
+                line[half - 1].im = 0.0;
+            }
+        }
+        let mut dims = self.full.clone();
+        dims[r - 1] = half;
+        transform_axes(&mut h, self.batch, &dims, r - 1, Direction::Forward);
+        h
     }
 
     /// IRFFT: inverse complex transforms over the outer fft dimensions of the half
@@ -204,7 +226,11 @@ impl Geometry {
         for h in v.chunks(half) {
             line[0] = C::new(h[0].re, 0.0);
             for k in 1..half {
-                let z = if 2 * k == n { C::new(h[k].re, 0.0) } else { h[k] };
+                let z = if 2 * k == n {
+                    C::new(h[k].re, 0.0)
+                } else {
+                    h[k]
+                };
                 line[k] = z;
                 if 2 * k != n {
                     line[n - k] = z.conj();
@@ -221,30 +247,31 @@ impl Geometry {
 /// Transforms `v` (batch × dims, row-major) in place along its first `count` fft
 /// dimensions (counted from the first fft dimension).
 fn transform_axes(v: &mut [C], batch: usize, dims: &[usize], count: usize, dir: Direction) {
-    let per_batch: usize = dims.iter().product();
-    if per_batch == 0 || batch == 0 {
+    for axis in 0..count {
+        transform_axis(v, batch, dims, axis, dir);
+    }
+}
+
+/// Transforms `v` (batch × dims, row-major) in place along fft dimension `axis`.
+fn transform_axis(v: &mut [C], batch: usize, dims: &[usize], axis: usize, dir: Direction) {
+    let n = dims[axis];
+    if n <= 1 || batch == 0 || dims.contains(&0) {
         return;
     }
-    for axis in 0..count {
-        let n = dims[axis];
-        if n <= 1 {
-            continue;
-        }
-        let inner: usize = dims[axis + 1..].iter().product();
-        let outer = batch * dims[..axis].iter().product::<usize>();
-        let plan = Plan::new(n);
-        let mut line = vec![C::new(0.0, 0.0); n];
-        let mut scratch = plan.scratch();
-        for o in 0..outer {
-            let base = o * n * inner;
-            for i in 0..inner {
-                for (k, z) in line.iter_mut().enumerate() {
-                    *z = v[base + k * inner + i];
-                }
-                plan.run(&mut line, dir, &mut scratch);
-                for (k, z) in line.iter().enumerate() {
-                    v[base + k * inner + i] = *z;
-                }
+    let inner: usize = dims[axis + 1..].iter().product();
+    let outer = batch * dims[..axis].iter().product::<usize>();
+    let plan = Plan::new(n);
+    let mut line = vec![C::new(0.0, 0.0); n];
+    let mut scratch = plan.scratch();
+    for o in 0..outer {
+        let base = o * n * inner;
+        for i in 0..inner {
+            for (k, z) in line.iter_mut().enumerate() {
+                *z = v[base + k * inner + i];
+            }
+            plan.run(&mut line, dir, &mut scratch);
+            for (k, z) in line.iter().enumerate() {
+                v[base + k * inner + i] = *z;
             }
         }
     }
@@ -408,10 +435,7 @@ fn widen(x: &ArrayLiteral) -> Vec<C> {
     match &x.data {
         ArrayData::F32(v) => v.iter().map(|&r| C::new(r as f64, 0.0)).collect(),
         ArrayData::F64(v) => v.iter().map(|&r| C::new(r, 0.0)).collect(),
-        ArrayData::C64(v) => v
-            .iter()
-            .map(|z| C::new(z.re as f64, z.im as f64))
-            .collect(),
+        ArrayData::C64(v) => v.iter().map(|z| C::new(z.re as f64, z.im as f64)).collect(),
         ArrayData::C128(v) => v.clone(),
         // Geometry::of admits only the four types above.
         _ => Vec::new(),
@@ -461,7 +485,9 @@ mod tests {
 
     fn signal(n: usize, seed: u64) -> Vec<C> {
         // A deterministic, irregular signal (an LCG), values in [-1, 1).
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let mut next = || {
             s = s
                 .wrapping_mul(6364136223846793005)
@@ -473,7 +499,9 @@ mod tests {
 
     #[test]
     fn matches_the_naive_dft_for_many_lengths() {
-        for n in [1usize, 2, 3, 4, 5, 6, 7, 8, 12, 15, 16, 17, 31, 64, 97, 100, 128, 243] {
+        for n in [
+            1usize, 2, 3, 4, 5, 6, 7, 8, 12, 15, 16, 17, 31, 64, 97, 100, 128, 243,
+        ] {
             let plan = Plan::new(n);
             let mut scratch = plan.scratch();
             for dir in [Direction::Forward, Direction::Inverse] {
@@ -498,7 +526,9 @@ mod tests {
 
     fn run(text: &str, arg: ArrayLiteral) -> ArrayLiteral {
         let m = parse_module(text).expect("test module parses");
-        let v = Evaluator::new(&m).run(vec![Value::array(arg)]).expect("runs");
+        let v = Evaluator::new(&m)
+            .run(vec![Value::array(arg)])
+            .expect("runs");
         v.as_array().expect("array").clone()
     }
 
@@ -532,7 +562,10 @@ mod tests {
             panic!("f32 result expected")
         };
         for (a, b) in g.iter().zip(&want) {
-            assert!((a - b).abs() <= 2.0 * f32::EPSILON * 2.0, "{g:?} vs {want:?}");
+            assert!(
+                (a - b).abs() <= 2.0 * f32::EPSILON * 2.0,
+                "{g:?} vs {want:?}"
+            );
         }
     }
 

@@ -174,7 +174,17 @@ mod tests {
 
     #[test]
     fn upper_is_the_transposed_lower_factor() {
-        let a = [4.0f64, 2.0, -2.0, f64::NAN, 10.0, 5.0, f64::NAN, f64::NAN, 6.0];
+        let a = [
+            4.0f64,
+            2.0,
+            -2.0,
+            f64::NAN,
+            10.0,
+            5.0,
+            f64::NAN,
+            f64::NAN,
+            6.0,
+        ];
         let u = factor_all(&a, 1, 3, false);
         assert_eq!(u, vec![2.0, 1.0, -1.0, 0.0, 3.0, 2.0, 0.0, 0.0, 1.0]);
     }
@@ -213,7 +223,12 @@ mod tests {
         for r in 0..n {
             for c in 0..n {
                 let e = (l[r * n + c] - lt(r, c)).abs();
-                assert!(e < 1e-12, "L[{r}][{c}] = {} want {}", l[r * n + c], lt(r, c));
+                assert!(
+                    e < 1e-12,
+                    "L[{r}][{c}] = {} want {}",
+                    l[r * n + c],
+                    lt(r, c)
+                );
             }
         }
     }

@@ -16,7 +16,7 @@
 //! 0/0 appears in the scaled block and every later dot reads it — XLA:CPU returns the same.
 //! Error bound: see the [module](super) documentation.
 
-use super::{dot, err, square_batch, EvalError, Field, Work};
+use super::{dot, err, square_batch, Field, Work};
 use crate::eval::{KResult, Value};
 use crate::hlo::{Instruction, TransposeA};
 
@@ -240,7 +240,11 @@ impl<T: Field> Mat<'_, T> {
             let r0 = j * bs;
             let blk = (k - r0).min(bs);
             // The already solved part of X (indices along the solved dimension).
-            let solved = if backward { (nb - i) * bs..k } else { 0..(i * bs).min(k) };
+            let solved = if backward {
+                (nb - i) * bs..k
+            } else {
+                0..(i * bs).min(k)
+            };
             let solved = if i == 0 { 0..0 } else { solved };
             let inv_op = |r: usize, c: usize| {
                 let v = if o.transpose {
@@ -254,11 +258,7 @@ impl<T: Field> Mat<'_, T> {
                 let mut rem = vec![T::ZERO; blk * cols];
                 for r in 0..blk {
                     for c in 0..cols {
-                        let s = dot(
-                            solved.clone(),
-                            |t| m.op(r0 + r, t),
-                            |t| x[t * cols + c],
-                        );
+                        let s = dot(solved.clone(), |t| m.op(r0 + r, t), |t| x[t * cols + c]);
                         rem[r * cols + c] = if i == 0 {
                             b[(r0 + r) * cols + c]
                         } else {
@@ -276,11 +276,7 @@ impl<T: Field> Mat<'_, T> {
                 let mut rem = vec![T::ZERO; rows * blk];
                 for r in 0..rows {
                     for c in 0..blk {
-                        let s = dot(
-                            solved.clone(),
-                            |t| x[r * cols + t],
-                            |t| m.op(t, r0 + c),
-                        );
+                        let s = dot(solved.clone(), |t| x[r * cols + t], |t| m.op(t, r0 + c));
                         rem[r * blk + c] = if i == 0 {
                             b[r * cols + r0 + c]
                         } else {
@@ -290,8 +286,7 @@ impl<T: Field> Mat<'_, T> {
                 }
                 for r in 0..rows {
                     for c in 0..blk {
-                        x[r * cols + r0 + c] =
-                            dot(0..blk, |t| rem[r * blk + t], |t| inv_op(t, c));
+                        x[r * cols + r0 + c] = dot(0..blk, |t| rem[r * blk + t], |t| inv_op(t, c));
                     }
                 }
             }
@@ -368,7 +363,11 @@ mod tests {
                     a[r * k + c] = (r + 2 * c) as f64 - 3.0;
                 }
                 if r == c {
-                    a[r * k + c] = if o.unit { f64::NAN } else { (r + 1) as f64 * 2.0 };
+                    a[r * k + c] = if o.unit {
+                        f64::NAN
+                    } else {
+                        (r + 1) as f64 * 2.0
+                    };
                 }
             }
         }
@@ -412,7 +411,10 @@ mod tests {
         };
         solve(&aa, &mut bb, g, o);
         for (i, (got, w)) in bb.iter().zip(want.iter().cycle()).enumerate() {
-            assert!((got - w).abs() < 1e-12, "{o:?} batch {batch}: x[{i}] = {got}, want {w}");
+            assert!(
+                (got - w).abs() < 1e-12,
+                "{o:?} batch {batch}: x[{i}] = {got}, want {w}"
+            );
         }
     }
 
