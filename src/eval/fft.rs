@@ -225,12 +225,8 @@ impl Geometry {
         let mut scratch = plan.scratch();
         for h in v.chunks(half) {
             line[0] = C::new(h[0].re, 0.0);
-            for k in 1..half {
-                let z = if 2 * k == n {
-                    C::new(h[k].re, 0.0)
-                } else {
-                    h[k]
-                };
+            for (k, &z) in h.iter().enumerate().skip(1) {
+                let z = if 2 * k == n { C::new(z.re, 0.0) } else { z };
                 line[k] = z;
                 if 2 * k != n {
                     line[n - k] = z.conj();

@@ -146,13 +146,13 @@ fn unblocked<T: Field>(x: &[T], k: usize) -> (Vec<T>, bool) {
     let mut s = vec![T::ZERO; k];
     for j in 0..k {
         // Columns j.. of L are still zero, so the dot's terms past j − 1 add nothing.
-        for r in j..k {
-            s[r] = x[r * k + j] - dot(0..j, |t| l[r * k + t], |t| l[j * k + t].conj());
+        for (r, sr) in s.iter_mut().enumerate().skip(j) {
+            *sr = x[r * k + j] - dot(0..j, |t| l[r * k + t], |t| l[j * k + t].conj());
         }
         let (d, bad) = s[j].pivot_sqrt();
         failed |= bad;
-        for r in j..k {
-            l[r * k + j] = s[r].div(d) + T::ZERO;
+        for (r, sr) in s.iter().enumerate().skip(j) {
+            l[r * k + j] = sr.div(d) + T::ZERO;
         }
     }
     (l, failed)
