@@ -16,7 +16,7 @@
 //! |---|---|---|---|---|---|---|
 //! | exact | only exactly rounded ops (arithmetic, sqrt, convert, compare, data movement, ...) | bits | bits | bits | bits | bits |
 //! | transcendental | exp, log, tanh, sin, erf, power, atan2, rsqrt, ... (no reductions) | bits | 32 ULP | 4 ULP | 1 ULP | 1 ULP |
-//! | accumulated | reduce, dot, convolution, scatter, batch-norm, custom-call, collectives | bits | rel 1e-12 | rel 2e-5 | rel 2^-9 | rel 2^-7 |
+//! | accumulated | reduce, dot, convolution, scatter, batch-norm, custom-call, collectives, fft, cholesky, triangular-solve | bits | rel 1e-12 | rel 2e-5 | rel 2^-9 | rel 2^-7 |
 //!
 //! "rel r" means |got − want| ≤ r·(|want| + max|want| of that output) (an allclose whose
 //! absolute part scales with the output, since summation order differs). In every class NaN
@@ -65,6 +65,9 @@ fn is_accumulating(op: Opcode) -> bool {
             | O::AllReduce
             | O::ReduceScatter
             | O::CustomCall
+            | O::Fft
+            | O::Cholesky
+            | O::TriangularSolve
     )
 }
 

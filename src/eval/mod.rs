@@ -13,9 +13,11 @@ pub mod custom_call;
 pub mod dot;
 pub mod elementwise;
 pub mod excess_precision;
+pub mod fft;
 pub mod fma;
 pub mod fusion;
 pub mod gather_scatter;
+pub mod linalg;
 pub mod memory;
 pub mod options;
 pub mod reduce;
@@ -947,6 +949,9 @@ pub fn dispatch(
         | O::ReplicaId
         | O::PartitionId => collectives::collective(ev, ins, ops),
         O::CustomCall => custom_call::custom_call(ins, ops),
+        O::Fft => fft::fft(ins, ops),
+        O::Cholesky => linalg::cholesky(ins, ops),
+        O::TriangularSolve => linalg::triangular_solve(ins, ops),
         O::AfterAll => Ok(Value::Token),
         _ => err(format!(
             "opcode '{}' is not supported by the evaluator",

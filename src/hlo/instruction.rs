@@ -107,6 +107,11 @@ text_enum!(
     /// `fft_type=` of an fft.
     FftType { Fft => "FFT", Ifft => "IFFT", Rfft => "RFFT", Irfft => "IRFFT" }
 );
+text_enum!(
+    /// `transpose_a=` of a triangular-solve: whether the system is A·X = B, Aᵀ·X = B or
+    /// Aᴴ·X = B (or the right-side forms), without materialising the transposed matrix.
+    TransposeA { NoTranspose => "NO_TRANSPOSE", Transpose => "TRANSPOSE", Adjoint => "ADJOINT" }
+);
 
 impl ComparisonType {
     /// XLA's DefaultComparisonType: floats and complex → FLOAT, signed → SIGNED, unsigned and
@@ -268,6 +273,15 @@ pub struct Attrs {
     pub mantissa_bits: Option<i64>,
     pub fft_type: Option<FftType>,
     pub fft_length: Option<Vec<i64>>,
+    /// `lower=` of cholesky and triangular-solve: which triangle holds the matrix (absent
+    /// means false, as in XLA).
+    pub lower: Option<bool>,
+    /// `left_side=` of triangular-solve: A·X = B (true) or X·A = B (false, XLA's default).
+    pub left_side: Option<bool>,
+    /// `unit_diagonal=` of triangular-solve: the diagonal of A is taken as ones, unread.
+    pub unit_diagonal: Option<bool>,
+    /// `transpose_a=` of triangular-solve (absent means NO_TRANSPOSE).
+    pub transpose_a: Option<TransposeA>,
     /// `replica_groups=` verbatim (list or iota form); single-replica semantics only need
     /// to know whether a group has more than one member.
     pub replica_groups: Option<String>,

@@ -921,6 +921,25 @@ impl<'a> Parser<'a> {
                 once!(a.fft_type, v)
             }
             "fft_length" => once!(a.fft_length, self.int_list(key)?),
+            "lower" if matches!(op, Opcode::Cholesky | Opcode::TriangularSolve) => {
+                once!(a.lower, self.boolean(key)?)
+            }
+            "left_side" if op == Opcode::TriangularSolve => {
+                once!(a.left_side, self.boolean(key)?)
+            }
+            "unit_diagonal" if op == Opcode::TriangularSolve => {
+                once!(a.unit_diagonal, self.boolean(key)?)
+            }
+            "transpose_a" if op == Opcode::TriangularSolve => {
+                let w = self.c.expect_ident("transpose_a")?;
+                let Some(v) = TransposeA::from_name(w) else {
+                    return Cursor::error_at(
+                        loc,
+                        format!("unknown transpose_a '{w}' (expected NO_TRANSPOSE, TRANSPOSE or ADJOINT)"),
+                    );
+                };
+                once!(a.transpose_a, v)
+            }
             "replica_groups" => once!(a.replica_groups, self.c.raw_value(key)?.to_string()),
             "channel_id" => once!(a.channel_id, self.c.int("for channel_id")?),
             "to_apply" => once!(a.to_apply, self.comp_ref()?),

@@ -242,6 +242,18 @@ fn print_attrs(m: &Module, comp: &Computation, ins: &Instruction, out: &mut Stri
     if let Some(f) = &a.fft_length {
         attr("fft_length", list(f));
     }
+    for (k, v) in [
+        ("left_side", a.left_side),
+        ("lower", a.lower),
+        ("unit_diagonal", a.unit_diagonal),
+    ] {
+        if let Some(b) = v {
+            attr(k, b.to_string());
+        }
+    }
+    if let Some(t) = a.transpose_a {
+        attr("transpose_a", t.name().into());
+    }
     if let Some(c) = a.channel_id {
         attr("channel_id", c.to_string());
     }
