@@ -23,6 +23,7 @@ mod diff_corpus;
 mod diff_suite;
 mod eval_corpus;
 mod files_safety;
+mod forms_async;
 mod front_end;
 mod limits;
 mod multi_device;
