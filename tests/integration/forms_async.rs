@@ -110,11 +110,9 @@ fn generic_async_with_a_named_computation() {
     let m = form("async_generic_calls");
     let s = instr(&m, "start");
     assert_eq!(m.comp(s.attrs.calls.as_deref().unwrap()[0]).name, "wrapped");
-    assert_eq!(s.raw_attr("async_execution_thread"), Some("\"side\""));
-    // The update's and the done's calls=/thread, equal to the start's, are dropped as XLA does.
+    // The update's calls=, equal to the start's, is dropped as XLA does.
     for n in ["update", "done"] {
-        let i = instr(&m, n);
-        assert!(i.attrs.calls.is_none() && i.raw_attrs.is_empty(), "{n}");
+        assert!(instr(&m, n).attrs.calls.is_none(), "{n}");
     }
     // (x + y) * y, by hand.
     let out = run(&m, vec![f32s(&[4], &[1., 2., 3., 4.]), f32s(&[4], &[10., 20., 30., -1.])]);
@@ -288,4 +286,43 @@ fn wrapped_computation_names_are_unique() {
     assert_eq!(names, vec!["async_wrapped", "async_wrapped.1", "main"]);
     let m2 = parse_module(&print_module(&m)).unwrap();
     assert!(m2 == m);
+}
+
+/// The required regression test for the send-done operand XLA rejected: a send written with
+/// the two-element shape `(data, token[])` (XLA's own tests write it so) is a
+/// `(data, u32[], token[])` in XLA, which builds the shape from the operands; hlosim printed
+/// the written shape in the send-done's typed operand, and XLA's parser refused the text
+/// ("the declared operand shape (f32[10,10]{1,0}, token[]) is not compatible with the shape
+/// of the operand instruction"). The entry has no ROOT, so its root is the send-done and the
+/// entry result is `token[]`.
+#[test]
+fn two_element_send_and_recv_shapes_are_xlas() {
+    let m = form("sendrecv_host_two_element");
+    let context = |data: Shape| Shape::Tuple(vec![data, Shape::scalar(ElementType::U32), Shape::Token]);
+    assert_eq!(instr(&m, "send").shape, context(Shape::array(ElementType::F32, vec![10, 10])));
+    let f3 = Shape::array(ElementType::F32, vec![3]);
+    assert_eq!(instr(&m, "recv").shape, context(f3.clone()));
+    assert_eq!(instr(&m, "recv-done").shape, Shape::Tuple(vec![f3, Shape::Token]));
+    let root = m.comp(m.entry).root_instr();
+    assert_eq!((root.name.as_str(), &root.shape), ("send-done", &Shape::Token));
+    // The declared operand shape XLA rejects is rejected here too.
+    let text = "HloModule m\nENTRY %e (p: f32[2]) -> token[] {\n  %p = f32[2] parameter(0)\n  %t = token[] after-all()\n  %send = (f32[2], token[]) send(f32[2] %p, token[] %t), channel_id=1\n  ROOT %d = token[] send-done((f32[2], token[]) %send), channel_id=1\n}\n";
+    let e = parse_module(text).unwrap_err().to_string();
+    assert!(e.contains("is declared as"), "{e}");
+}
+
+/// `async_execution_thread=` stays on the start; on an update or done it must agree with the
+/// start's (XLA checks so) and is dropped.
+#[test]
+fn async_execution_thread() {
+    let text = "HloModule m\n%w (p0: f32[4]) -> f32[4] {\n  %p0 = f32[4] parameter(0)\n  ROOT %n = f32[4] negate(%p0)\n}\nENTRY %main (x: f32[4]) -> f32[4] {\n  %x = f32[4] parameter(0)\n  %s = ((f32[4]), f32[4], s32[]) async-start(%x), calls=%w, async_execution_thread=\"side\"\n  ROOT %d = f32[4] async-done(%s), async_execution_thread=\"side\"\n}\n";
+    let m = parse_module(text).unwrap();
+    verify_module(&m).unwrap();
+    assert_eq!(instr(&m, "s").raw_attr("async_execution_thread"), Some("\"side\""));
+    assert!(instr(&m, "d").raw_attrs.is_empty());
+    assert!(parse_module(&print_module(&m)).unwrap() == m);
+    let e = parse_module(&text.replace("done(%s), async_execution_thread=\"side\"", "done(%s), async_execution_thread=\"other\""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("differs from its async-start's"), "{e}");
 }
