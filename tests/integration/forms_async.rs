@@ -14,8 +14,8 @@
 use crate::common::golden;
 use hlosim::eval::{Evaluator, Value};
 use hlosim::hlo::{
-    parse_module, print_module, verify_module, ArrayData, ArrayLiteral, ArrayShape,
-    BackendConfig, ElementType, Module, Opcode, Shape,
+    parse_module, print_module, verify_module, ArrayData, ArrayLiteral, ArrayShape, BackendConfig,
+    ElementType, Module, Opcode, Shape,
 };
 use std::path::{Path, PathBuf};
 
@@ -35,7 +35,10 @@ fn form(name: &str) -> Module {
     let printed = print_module(&m);
     let m2 = parse_module(&printed).unwrap_or_else(|e| panic!("{name}: re-parse: {e}\n{printed}"));
     verify_module(&m2).unwrap_or_else(|e| panic!("{name}: re-verify: {e}"));
-    assert!(m2 == m, "{name}: the print re-parses to another module\n{printed}");
+    assert!(
+        m2 == m,
+        "{name}: the print re-parses to another module\n{printed}"
+    );
     assert_eq!(print_module(&m2), printed, "{name}: printing is not stable");
     golden::assert_text_file(
         &d.join("printed.hlo"),
@@ -115,7 +118,13 @@ fn generic_async_with_a_named_computation() {
         assert!(instr(&m, n).attrs.calls.is_none(), "{n}");
     }
     // (x + y) * y, by hand.
-    let out = run(&m, vec![f32s(&[4], &[1., 2., 3., 4.]), f32s(&[4], &[10., 20., 30., -1.])]);
+    let out = run(
+        &m,
+        vec![
+            f32s(&[4], &[1., 2., 3., 4.]),
+            f32s(&[4], &[10., 20., 30., -1.]),
+        ],
+    );
     assert_eq!(f32_result(&out), vec![110., 440., 990., -3.]);
 }
 
@@ -141,7 +150,13 @@ fn call_start_wraps_a_call() {
     let w = wrapped(&m, "call-start");
     assert_eq!(w.opcode, Opcode::Call);
     assert_eq!(m.comp(w.attrs.to_apply.unwrap()).name, "callee");
-    let out = run(&m, vec![f32s(&[4], &[1., 2., 3., 4.]), f32s(&[4], &[2., 0.5, -1., 0.])]);
+    let out = run(
+        &m,
+        vec![
+            f32s(&[4], &[1., 2., 3., 4.]),
+            f32s(&[4], &[2., 0.5, -1., 0.]),
+        ],
+    );
     assert_eq!(f32_result(&out), vec![2., 1., -3., 0.]);
 }
 
@@ -298,13 +313,23 @@ fn wrapped_computation_names_are_unique() {
 #[test]
 fn two_element_send_and_recv_shapes_are_xlas() {
     let m = form("sendrecv_host_two_element");
-    let context = |data: Shape| Shape::Tuple(vec![data, Shape::scalar(ElementType::U32), Shape::Token]);
-    assert_eq!(instr(&m, "send").shape, context(Shape::array(ElementType::F32, vec![10, 10])));
+    let context =
+        |data: Shape| Shape::Tuple(vec![data, Shape::scalar(ElementType::U32), Shape::Token]);
+    assert_eq!(
+        instr(&m, "send").shape,
+        context(Shape::array(ElementType::F32, vec![10, 10]))
+    );
     let f3 = Shape::array(ElementType::F32, vec![3]);
     assert_eq!(instr(&m, "recv").shape, context(f3.clone()));
-    assert_eq!(instr(&m, "recv-done").shape, Shape::Tuple(vec![f3, Shape::Token]));
+    assert_eq!(
+        instr(&m, "recv-done").shape,
+        Shape::Tuple(vec![f3, Shape::Token])
+    );
     let root = m.comp(m.entry).root_instr();
-    assert_eq!((root.name.as_str(), &root.shape), ("send-done", &Shape::Token));
+    assert_eq!(
+        (root.name.as_str(), &root.shape),
+        ("send-done", &Shape::Token)
+    );
     // The declared operand shape XLA rejects is rejected here too.
     let text = "HloModule m\nENTRY %e (p: f32[2]) -> token[] {\n  %p = f32[2] parameter(0)\n  %t = token[] after-all()\n  %send = (f32[2], token[]) send(f32[2] %p, token[] %t), channel_id=1\n  ROOT %d = token[] send-done((f32[2], token[]) %send), channel_id=1\n}\n";
     let e = parse_module(text).unwrap_err().to_string();
@@ -318,11 +343,17 @@ fn async_execution_thread() {
     let text = "HloModule m\n%w (p0: f32[4]) -> f32[4] {\n  %p0 = f32[4] parameter(0)\n  ROOT %n = f32[4] negate(%p0)\n}\nENTRY %main (x: f32[4]) -> f32[4] {\n  %x = f32[4] parameter(0)\n  %s = ((f32[4]), f32[4], s32[]) async-start(%x), calls=%w, async_execution_thread=\"side\"\n  ROOT %d = f32[4] async-done(%s), async_execution_thread=\"side\"\n}\n";
     let m = parse_module(text).unwrap();
     verify_module(&m).unwrap();
-    assert_eq!(instr(&m, "s").raw_attr("async_execution_thread"), Some("\"side\""));
+    assert_eq!(
+        instr(&m, "s").raw_attr("async_execution_thread"),
+        Some("\"side\"")
+    );
     assert!(instr(&m, "d").raw_attrs.is_empty());
     assert!(parse_module(&print_module(&m)).unwrap() == m);
-    let e = parse_module(&text.replace("done(%s), async_execution_thread=\"side\"", "done(%s), async_execution_thread=\"other\""))
-        .unwrap_err()
-        .to_string();
+    let e = parse_module(&text.replace(
+        "done(%s), async_execution_thread=\"side\"",
+        "done(%s), async_execution_thread=\"other\"",
+    ))
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("differs from its async-start's"), "{e}");
 }

@@ -16,7 +16,11 @@ pub(super) const WRAPPED_COMPUTATION: &str = "async_wrapped";
 
 /// Raw attributes of a sugar `-start` that describe the async op itself rather than the
 /// wrapped instruction, so they move to the `async-start`.
-const START_ONLY: &[&str] = &["async_execution_thread", "output_to_operand_aliasing", "sharding"];
+const START_ONLY: &[&str] = &[
+    "async_execution_thread",
+    "output_to_operand_aliasing",
+    "sharding",
+];
 
 /// Raw attributes XLA sets on both the `async-start` and its wrapped instruction.
 const SHARED: &[&str] = &["metadata", "frontend_attributes", "statistics", "origin"];
@@ -106,8 +110,12 @@ impl<'a> Parser<'a> {
                 } else {
                     format!("async_param.{i}")
                 };
-                let mut p =
-                    Instruction::new(pname, Opcode::Parameter, defined[op.index()].shape.clone(), Vec::new());
+                let mut p = Instruction::new(
+                    pname,
+                    Opcode::Parameter,
+                    defined[op.index()].shape.clone(),
+                    Vec::new(),
+                );
                 p.attrs.parameter_number = Some(i as i64);
                 p.loc = loc;
                 p

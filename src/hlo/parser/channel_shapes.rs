@@ -25,13 +25,15 @@ impl Parser<'_> {
                 Some(e) if s.is_tuple() => Ok(e.clone()),
                 _ => Cursor::error_at(
                     oloc,
-                    format!("{} needs a tuple shape whose element 0 is the data, found {s}", ins.opcode),
+                    format!(
+                        "{} needs a tuple shape whose element 0 is the data, found {s}",
+                        ins.opcode
+                    ),
                 ),
             }
         };
-        let context = |data: Shape| {
-            Shape::Tuple(vec![data, Shape::scalar(ElementType::U32), Shape::Token])
-        };
+        let context =
+            |data: Shape| Shape::Tuple(vec![data, Shape::scalar(ElementType::U32), Shape::Token]);
         let shape = match ins.opcode {
             Opcode::Send => match operand(0) {
                 Some(data) => context(data.clone()),

@@ -55,7 +55,10 @@ fn verify_start(ctx: &Ctx) -> Result<(), VerifyError> {
     let operands: Vec<Shape> = (0..ins.operands.len()).map(|i| ctx.op(i).clone()).collect();
     let declared = parts[0].tuple_elements();
     if declared.len() != operands.len()
-        || declared.iter().zip(&operands).any(|(d, o)| !d.compatible(o))
+        || declared
+            .iter()
+            .zip(&operands)
+            .any(|(d, o)| !d.compatible(o))
     {
         return ctx.err(format!(
             "async-start's shape {} must begin with its operands' shapes {}",

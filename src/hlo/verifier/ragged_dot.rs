@@ -26,8 +26,18 @@ pub(super) fn verify_ragged_dot(ctx: &Ctx) -> Result<(), VerifyError> {
         return ctx
             .err("dot batch/contracting dimension lists differ in length between lhs and rhs");
     }
-    let ldims: Vec<i64> = d.lhs_batch.iter().chain(&d.lhs_contracting).copied().collect();
-    let rdims: Vec<i64> = d.rhs_batch.iter().chain(&d.rhs_contracting).copied().collect();
+    let ldims: Vec<i64> = d
+        .lhs_batch
+        .iter()
+        .chain(&d.lhs_contracting)
+        .copied()
+        .collect();
+    let rdims: Vec<i64> = d
+        .rhs_batch
+        .iter()
+        .chain(&d.rhs_contracting)
+        .copied()
+        .collect();
     check_dims_in_range(ctx, &ldims, l.rank(), "lhs dot dimension")?;
     check_dims_in_range(ctx, &rdims, r.rank(), "rhs dot dimension")?;
     for (&a, &b) in ldims.iter().zip(&rdims) {
@@ -56,7 +66,11 @@ pub(super) fn verify_ragged_dot(ctx: &Ctx) -> Result<(), VerifyError> {
     if batch {
         prefix.truncate(d.lhs_batch.iter().position(|&x| x == ragged).unwrap_or(0));
     } else if contracting {
-        let upto = d.lhs_contracting.iter().position(|&x| x == ragged).unwrap_or(0);
+        let upto = d
+            .lhs_contracting
+            .iter()
+            .position(|&x| x == ragged)
+            .unwrap_or(0);
         prefix.extend(&d.lhs_contracting[..upto]);
     } else {
         prefix.extend((0..ragged).filter(|i| !ldims.contains(i)));
@@ -78,9 +92,7 @@ pub(super) fn verify_ragged_dot(ctx: &Ctx) -> Result<(), VerifyError> {
     match (batch || contracting, rd.rhs_group.as_slice()) {
         (true, []) => {}
         (true, _) => {
-            return ctx.err(
-                "a ragged batch or contracting dimension takes no rhs_group_dims",
-            )
+            return ctx.err("a ragged batch or contracting dimension takes no rhs_group_dims")
         }
         (false, [rg]) => {
             if r.dims[*rg as usize] != groups {
@@ -91,12 +103,21 @@ pub(super) fn verify_ragged_dot(ctx: &Ctx) -> Result<(), VerifyError> {
             }
         }
         (false, _) => {
-            return ctx.err("a ragged non-contracting dimension needs exactly one rhs_group_dims entry")
+            return ctx
+                .err("a ragged non-contracting dimension needs exactly one rhs_group_dims entry")
         }
     }
-    let mut out: Vec<i64> = if contracting { vec![groups] } else { Vec::new() };
+    let mut out: Vec<i64> = if contracting {
+        vec![groups]
+    } else {
+        Vec::new()
+    };
     out.extend(d.lhs_batch.iter().map(|&b| l.dims[b as usize]));
-    out.extend((0..l.rank() as i64).filter(|x| !ldims.contains(x)).map(|x| l.dims[x as usize]));
+    out.extend(
+        (0..l.rank() as i64)
+            .filter(|x| !ldims.contains(x))
+            .map(|x| l.dims[x as usize]),
+    );
     out.extend(
         (0..r.rank() as i64)
             .filter(|x| !rdims.contains(x) && !rd.rhs_group.contains(x))
