@@ -585,7 +585,7 @@ impl<'a> CostModel<'a> {
         };
         let result_elems = leaf_elements(&ins.shape);
         let (batch, mm, k, n) = match ins.opcode {
-            Opcode::Dot => {
+            Opcode::Dot | Opcode::RaggedDot => {
                 let d = ins
                     .attrs
                     .dot
@@ -594,7 +594,11 @@ impl<'a> CostModel<'a> {
                 let batch = prod(&lhs.dims, &d.lhs_batch).max(1);
                 let k = prod(&lhs.dims, &d.lhs_contracting).max(1);
                 let mm = (lhs.element_count() as u64) / batch.saturating_mul(k).max(1);
-                let n = (rhs.element_count() as u64) / batch.saturating_mul(k).max(1);
+                let mut n = (rhs.element_count() as u64) / batch.saturating_mul(k).max(1);
+                // A ragged-dot's rows each meet one group of the rhs, not all of them.
+                if let Some(r) = &ins.attrs.ragged_dot {
+                    n /= prod(&rhs.dims, &r.rhs_group).max(1);
+                }
                 (batch, mm, k, n)
             }
             _ => {

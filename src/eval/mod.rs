@@ -6,6 +6,7 @@
 //! Where an opcode is evaluated: see [`dispatch`] — one match, one kernel function per
 //! opcode family, one file per family.
 
+pub mod async_ops;
 pub mod batch_norm;
 pub mod collectives;
 pub mod control_flow;
@@ -953,6 +954,9 @@ pub fn dispatch(
         O::Cholesky => linalg::cholesky(ins, ops),
         O::TriangularSolve => linalg::triangular_solve(ins, ops),
         O::AfterAll => Ok(Value::Token),
+        O::AsyncStart => async_ops::start(ev, ins, ops),
+        O::AsyncUpdate => async_ops::update(ops),
+        O::AsyncDone => async_ops::done(ops),
         _ => err(format!(
             "opcode '{}' is not supported by the evaluator",
             ins.opcode

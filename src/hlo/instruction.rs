@@ -143,6 +143,16 @@ pub struct DotDims {
     pub rhs_contracting: Vec<i64>,
 }
 
+/// The ragged dimensions of a ragged-dot (`lhs_ragged_dims={...}`, `rhs_group_dims={...}`);
+/// its dot dimension numbers are the ordinary ones in [`Attrs::dot`]. Which kind of lhs
+/// dimension is ragged (non-contracting, contracting or batch) decides the op's meaning and
+/// shape, so both lists are kept as written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RaggedDims {
+    pub lhs_ragged: Vec<i64>,
+    pub rhs_group: Vec<i64>,
+}
+
 /// One spatial dimension of a `window={...}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WindowDim {
@@ -251,6 +261,8 @@ pub struct Attrs {
     pub direction: Option<ComparisonDirection>,
     pub comparison_type: Option<ComparisonType>,
     pub dot: Option<DotDims>,
+    /// `lhs_ragged_dims=`/`rhs_group_dims=` of a ragged-dot.
+    pub ragged_dot: Option<RaggedDims>,
     pub window: Option<Window>,
     pub conv_dims: Option<ConvDims>,
     pub feature_group_count: Option<i64>,

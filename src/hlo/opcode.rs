@@ -323,6 +323,7 @@ opcodes! {
         Parameter => "parameter", Fixed(0), Other, Dma, [];
         PartitionId => "partition-id", Fixed(0), Other, Free, [];
         RaggedAllToAll => "ragged-all-to-all", AtLeast(1), Collective, Collective, [];
+        RaggedDot => "ragged-dot", Fixed(3), Contraction, Matmul, [];
         Recv => "recv", Fixed(1), Other, Dma, [SideEffect];
         RecvDone => "recv-done", Fixed(1), Other, Free, [SideEffect];
         Reduce => "reduce", AtLeast(2), Reduction, Vector, [];

@@ -17,6 +17,9 @@ use num_complex::Complex;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+mod async_forms;
+mod channel_shapes;
+
 /// Parses a whole HLO module from text.
 pub fn parse_module(text: &str) -> Result<Module, ParseError> {
     Parser {
@@ -24,6 +27,9 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
         comps: HashMap::new(),
         comp_results: Vec::new(),
         depth: 0,
+        synth: Vec::new(),
+        comp_base: 0,
+        comp_roots: Vec::new(),
     }
     .module()
 }
@@ -35,6 +41,9 @@ pub fn parse_shape(text: &str) -> Result<Shape, ParseError> {
         comps: HashMap::new(),
         comp_results: Vec::new(),
         depth: 0,
+        synth: Vec::new(),
+        comp_base: 0,
+        comp_roots: Vec::new(),
     };
     let s = p.shape()?;
     p.c.skip_ws()?;
@@ -61,6 +70,14 @@ struct Parser<'a> {
     /// written without one.
     comp_results: Vec<Shape>,
     depth: usize,
+    /// Computations created for async sugar (`call-start`, ...) in the computation being
+    /// parsed; they join the module just before it (see `async_forms`).
+    synth: Vec<Computation>,
+    /// The index the first of `synth` will have in the module.
+    comp_base: usize,
+    /// The root opcode of every computation already in the module, by index (an async
+    /// sugar `-done` checks the opcode its `-start` wrapped).
+    comp_roots: Vec<Opcode>,
 }
 
 /// A literal element as written, before conversion to the element type.
@@ -107,13 +124,21 @@ impl<'a> Parser<'a> {
         let mut computations: Vec<Computation> = Vec::new();
         let mut locs: Vec<Loc> = Vec::new();
         let mut entry: Option<usize> = None;
+        let mut synthesized: Vec<usize> = Vec::new();
         loop {
             self.c.skip_ws()?;
             if self.c.at_end() {
                 break;
             }
-            let idx = computations.len();
+            self.comp_base = computations.len();
             let (comp, is_entry) = self.computation()?;
+            for wrapped in self.synth.drain(..) {
+                synthesized.push(computations.len());
+                self.comp_roots.push(wrapped.root_instr().opcode);
+                locs.push(wrapped.loc);
+                computations.push(wrapped);
+            }
+            let idx = computations.len();
             if let Some(&prev) = self.comps.get(&comp.name) {
                 return Cursor::error_at(
                     comp.loc,
@@ -132,8 +157,10 @@ impl<'a> Parser<'a> {
             self.comps.insert(comp.name.clone(), idx);
             self.comp_results.push(comp.root_instr().shape.clone());
             locs.push(comp.loc);
+            self.comp_roots.push(comp.root_instr().opcode);
             computations.push(comp);
         }
+        async_forms::unique_wrapped_names(&mut computations, &synthesized);
         if computations.is_empty() {
             return self.c.error("module has no computations");
         }
@@ -320,7 +347,8 @@ impl<'a> Parser<'a> {
             if self.c.peek() == b'[' {
                 return Cursor::error_at(oloc, format!("unknown element type '{opname}'"));
             }
-            return Cursor::error_at(oloc, format!("unknown opcode '{opname}'"));
+            // `<op>-start` / `-update` / `-done` for an opcode without async opcodes of its own.
+            return self.async_sugar(name, loc, shape, opname, oloc, by_name, defined);
         };
         let written = shape.is_some();
         let placeholder = Shape::Tuple(Vec::new());
@@ -440,6 +468,10 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        if matches!(opcode, Opcode::AsyncUpdate | Opcode::AsyncDone) {
+            self.async_chain_calls(&mut ins, defined, oloc)?;
+        }
+        self.channel_shape(&mut ins, defined, oloc)?;
         Ok((ins, control))
     }
 
@@ -782,6 +814,12 @@ impl<'a> Parser<'a> {
             }
             "rhs_contracting_dims" => {
                 a.dot.get_or_insert_with(Default::default).rhs_contracting = self.int_list(key)?
+            }
+            "lhs_ragged_dims" => {
+                a.ragged_dot.get_or_insert_with(Default::default).lhs_ragged = self.int_list(key)?
+            }
+            "rhs_group_dims" => {
+                a.ragged_dot.get_or_insert_with(Default::default).rhs_group = self.int_list(key)?
             }
             "window" => once!(a.window, self.window()?),
             "dim_labels" => once!(a.conv_dims, self.dim_labels()?),

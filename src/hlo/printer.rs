@@ -159,6 +159,12 @@ fn print_attrs(m: &Module, comp: &Computation, ins: &Instruction, out: &mut Stri
         }
         attr("rhs_contracting_dims", list(&d.rhs_contracting));
     }
+    if let Some(r) = &a.ragged_dot {
+        attr("lhs_ragged_dims", list(&r.lhs_ragged));
+        if !r.rhs_group.is_empty() {
+            attr("rhs_group_dims", list(&r.rhs_group));
+        }
+    }
     if let Some(n) = a.feature_group_count {
         attr("feature_group_count", n.to_string());
     }

@@ -10,6 +10,9 @@ use super::shape::{ElementType, Shape, TypeClass};
 use super::shape_inference;
 use std::collections::HashSet;
 
+mod async_ops;
+mod ragged_dot;
+
 /// A verification failure naming where it happened: `line:col: ` (when the instruction
 /// came from text), the computation, the instruction if any, and the message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -491,6 +494,8 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
             }
         }
         O::Dot => verify_dot(ctx)?,
+        O::RaggedDot => ragged_dot::verify_ragged_dot(ctx)?,
+        O::AsyncStart | O::AsyncUpdate | O::AsyncDone => async_ops::verify_async(ctx)?,
         O::Pad => verify_pad(ctx)?,
         O::Reverse => {
             let o = ctx.op_array(0)?.clone();

@@ -24,6 +24,7 @@ mod diff_suite;
 mod eval_corpus;
 mod files_safety;
 mod forms;
+mod forms_async;
 mod front_end;
 mod limits;
 mod multi_device;
