@@ -44,16 +44,22 @@ impl<'a> Parser<'a> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn async_sugar(
         &mut self,
-        name: &'a str,
+        name: Cow<'a, str>,
         loc: Loc,
-        shape: Shape,
+        shape: Option<Shape>,
         opname: &str,
         oloc: Loc,
-        by_name: &HashMap<&'a str, InstrId>,
-        defined: &[Instruction],
+        by_name: &mut Names<'a>,
+        defined: &mut Vec<Instruction>,
     ) -> PResult<(Instruction, Vec<(&'a str, Loc)>)> {
         let Some((async_op, wrapped_name)) = split_sugar(opname) else {
             return Cursor::error_at(oloc, format!("unknown opcode '{opname}'"));
+        };
+        let Some(shape) = shape else {
+            return Cursor::error_at(
+                oloc,
+                format!("cannot infer the shape of {opname}: write it before the opcode"),
+            );
         };
         let Some(wrapped_op) = Opcode::from_name(wrapped_name) else {
             return Cursor::error_at(
@@ -74,7 +80,7 @@ impl<'a> Parser<'a> {
                 format!("'{wrapped_name}' cannot be wrapped in an async op ('{opname}')"),
             );
         }
-        let mut ins = Instruction::new(name, async_op, shape, Vec::new());
+        let mut ins = Instruction::new(name.into_owned(), async_op, shape, Vec::new());
         ins.loc = loc;
         self.async_operands(&mut ins, opname, by_name, defined)?;
         let mut control = Vec::new();
@@ -166,8 +172,8 @@ impl<'a> Parser<'a> {
         &mut self,
         ins: &mut Instruction,
         opname: &str,
-        by_name: &HashMap<&'a str, InstrId>,
-        defined: &[Instruction],
+        by_name: &mut Names<'a>,
+        defined: &mut Vec<Instruction>,
     ) -> PResult<()> {
         self.c.expect(b'(', &format!("after opcode '{opname}'"))?;
         if self.c.eat(b')')? {
