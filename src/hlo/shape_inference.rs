@@ -1,9 +1,11 @@
 //! Result shapes computed from operands and attributes, as XLA's `ShapeInference` computes
 //! them. One rule per opcode: the parser fills in the shape of an instruction written
 //! without one (`add = add(x, y)`), and the verifier checks written shapes against these
-//! rules for the opcodes it has no check of its own for (`verifier::verify_by_rule`) and
-//! shares their helpers (dimension lists, windows, index vectors). The verifier's older
-//! per-opcode checks of the other opcodes still state their rules a second time.
+//! rules (`verifier::verify_by_rule` / `expect_rule_dims`: dot, convolution, pad, slice,
+//! concatenate and the opcodes it has no check of its own for) and shares their helpers
+//! (dimension lists, windows, index vectors). The verifier's older checks of the remaining
+//! opcodes (reduce, gather, scatter, reduce-window, ...) still state their rules a second
+//! time, with the verifier's stricter element-type rules.
 //!
 //! Which opcodes the *parser* may infer is XLA's choice, not a property of the rule: XLA's
 //! parser refuses to infer `slice`, `dynamic-slice`, `reduce-precision`, the collectives and

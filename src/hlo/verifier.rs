@@ -407,64 +407,20 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
             let want: Vec<i64> = p.iter().map(|&d| o.dims[d as usize]).collect();
             ctx.expect_dims(&want)?;
         }
-        O::Slice => {
-            let o = ctx.op_array(0)?.clone();
-            let Some(s) = &ins.attrs.slice else {
-                return ctx.err("slice needs slice={...}");
-            };
-            if s.len() != o.rank() {
-                return ctx.err(format!(
-                    "slice has {} ranges for rank {}",
-                    s.len(),
-                    o.rank()
-                ));
-            }
-            let mut want = Vec::new();
-            for (i, d) in s.iter().enumerate() {
-                if d.start < 0 || d.start > d.limit || d.limit > o.dims[i] || d.stride <= 0 {
-                    return ctx.err(format!(
-                        "slice range [{}:{}:{}] is invalid for dimension {i} of size {}",
-                        d.start, d.limit, d.stride, o.dims[i]
-                    ));
-                }
-                let len = d.limit - d.start;
-                want.push(if len == 0 {
-                    0
-                } else {
-                    (len - 1) / d.stride + 1
-                });
-            }
-            ctx.expect_dims(&want)?;
-        }
+        O::Slice => expect_rule_dims(ctx)?,
         O::Concatenate => {
-            let first = ctx.op_array(0)?.clone();
-            let Some(dims) = &ins.attrs.dimensions else {
-                return ctx.err("concatenate needs dimensions={d}");
-            };
-            if dims.len() != 1 || dims[0] < 0 || dims[0] as usize >= first.rank() {
-                return ctx.err(format!(
-                    "concatenate dimension {dims:?} is invalid for rank {}",
-                    first.rank()
-                ));
-            }
-            let d = dims[0] as usize;
-            let mut want = first.dims.clone();
-            want[d] = 0;
-            for i in 0..ins.operands.len() {
+            // The rule allows mixed floating-point operands (as XLA's parser infers them);
+            // the verifier wants one element type, as XLA's verifier does.
+            let first = ctx.op_array(0)?.ty;
+            for i in 1..ins.operands.len() {
                 let o = ctx.op_array(i)?;
-                if o.rank() != first.rank() || o.ty != first.ty {
+                if o.ty != first {
                     return ctx.err(format!(
-                        "concatenate operand {i} {o} does not match {first}"
+                        "concatenate operand {i} {o} does not match operand 0's type {first}"
                     ));
                 }
-                for k in 0..o.rank() {
-                    if k != d && o.dims[k] != first.dims[k] {
-                        return ctx.err(format!("concatenate operand {i} {o} differs from {first} outside dimension {d}"));
-                    }
-                }
-                want[d] = want[d].saturating_add(o.dims[d]);
             }
-            ctx.expect_dims(&want)?;
+            expect_rule_dims(ctx)?;
         }
         O::GetTupleElement => {
             let Shape::Tuple(elems) = ctx.op(0) else {
@@ -658,6 +614,27 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
 /// Checks the written shape against the shape rule the parser infers with
 /// ([`shape_inference::infer_shape`]), for the opcodes that have no check of their own here.
 fn verify_by_rule(ctx: &Ctx) -> Result<(), VerifyError> {
+    match rule_shape(ctx)? {
+        Some(want) if !want.compatible(&ctx.ins.shape) => ctx.err(format!(
+            "shape {} does not match {want}, the shape its operands give",
+            ctx.ins.shape
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks the written dimensions against the shape rule's, for opcodes whose element type
+/// is checked (or left free) by their own verifier.
+fn expect_rule_dims(ctx: &Ctx) -> Result<(), VerifyError> {
+    match rule_shape(ctx)? {
+        Some(Shape::Array(want)) => ctx.expect_dims(&want.dims),
+        _ => Ok(()),
+    }
+}
+
+/// The shape [`shape_inference::infer_shape`] gives this instruction (None when its
+/// operands and attributes do not determine it), or the rule's error.
+fn rule_shape(ctx: &Ctx) -> Result<Option<Shape>, VerifyError> {
     let ins = ctx.ins;
     let operands: Vec<&Shape> = ins
         .operands
@@ -676,14 +653,7 @@ fn verify_by_rule(ctx: &Ctx) -> Result<(), VerifyError> {
         operands,
         callee_result: &callee_result,
     };
-    match shape_inference::infer_shape(&input) {
-        Ok(Some(want)) if !want.compatible(&ins.shape) => ctx.err(format!(
-            "shape {} does not match {want}, the shape its operands give",
-            ins.shape
-        )),
-        Ok(_) => Ok(()),
-        Err(e) => ctx.err(e),
-    }
+    shape_inference::infer_shape(&input).or_else(|e| ctx.err(e))
 }
 
 fn verify_unary(ctx: &Ctx) -> Result<(), VerifyError> {
@@ -778,48 +748,8 @@ fn verify_binary(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<(), Ver
 }
 
 fn verify_dot(ctx: &Ctx) -> Result<(), VerifyError> {
-    let l = ctx.op_array(0)?.clone();
-    let r = ctx.op_array(1)?.clone();
-    let d = ctx.ins.attrs.dot.clone().unwrap_or_default();
-    if d.lhs_batch.len() != d.rhs_batch.len() || d.lhs_contracting.len() != d.rhs_contracting.len()
-    {
-        return ctx
-            .err("dot batch/contracting dimension lists differ in length between lhs and rhs");
-    }
-    let ldims: Vec<i64> = d
-        .lhs_batch
-        .iter()
-        .chain(&d.lhs_contracting)
-        .copied()
-        .collect();
-    let rdims: Vec<i64> = d
-        .rhs_batch
-        .iter()
-        .chain(&d.rhs_contracting)
-        .copied()
-        .collect();
-    check_dims_in_range(ctx, &ldims, l.rank(), "lhs dot dimension")?;
-    check_dims_in_range(ctx, &rdims, r.rank(), "rhs dot dimension")?;
-    for (&a, &b) in ldims.iter().zip(&rdims) {
-        if l.dims[a as usize] != r.dims[b as usize] {
-            return ctx.err(format!(
-                "dot dimension sizes differ: lhs {a} is {}, rhs {b} is {}",
-                l.dims[a as usize], r.dims[b as usize]
-            ));
-        }
-    }
-    let mut want: Vec<i64> = d.lhs_batch.iter().map(|&b| l.dims[b as usize]).collect();
-    want.extend(
-        (0..l.rank() as i64)
-            .filter(|x| !ldims.contains(x))
-            .map(|x| l.dims[x as usize]),
-    );
-    want.extend(
-        (0..r.rank() as i64)
-            .filter(|x| !rdims.contains(x))
-            .map(|x| r.dims[x as usize]),
-    );
-    ctx.expect_dims(&want)
+    // The result element type is free (a dot may produce a wider "preferred" type).
+    expect_rule_dims(ctx)
 }
 
 fn verify_reduce(ctx: &Ctx) -> Result<(), VerifyError> {
@@ -876,43 +806,12 @@ fn verify_reduce(ctx: &Ctx) -> Result<(), VerifyError> {
 }
 
 fn verify_pad(ctx: &Ctx) -> Result<(), VerifyError> {
-    let o = ctx.op_array(0)?.clone();
+    let o = ctx.op_array(0)?;
     let v = ctx.op_array(1)?;
     if !v.dims.is_empty() || v.ty != o.ty {
         return ctx.err(format!("pad value must be a {} scalar, found {v}", o.ty));
     }
-    let Some(p) = &ctx.ins.attrs.padding else {
-        return ctx.err("pad needs padding=");
-    };
-    if p.len() != o.rank() {
-        return ctx.err(format!(
-            "padding has {} dimensions for rank {}",
-            p.len(),
-            o.rank()
-        ));
-    }
-    let mut want = Vec::new();
-    for (i, d) in p.iter().enumerate() {
-        if d.interior < 0 {
-            return ctx.err(format!(
-                "interior padding {} of dimension {i} is negative",
-                d.interior
-            ));
-        }
-        let n = o.dims[i];
-        let size = (n as i128)
-            + (d.lo as i128)
-            + (d.hi as i128)
-            + (n.max(1) as i128 - 1) * d.interior as i128;
-        if size < 0 || size > i64::MAX as i128 {
-            return ctx.err(format!(
-                "padding {}_{}_{} makes dimension {i} size {size}",
-                d.lo, d.hi, d.interior
-            ));
-        }
-        want.push(size as i64);
-    }
-    ctx.expect_dims(&want)
+    expect_rule_dims(ctx)
 }
 
 fn verify_dynamic_slice(ctx: &Ctx) -> Result<(), VerifyError> {
@@ -1151,64 +1050,8 @@ fn verify_reduce_window(ctx: &Ctx) -> Result<(), VerifyError> {
 }
 
 fn verify_convolution(ctx: &Ctx) -> Result<(), VerifyError> {
-    let ins = ctx.ins;
-    let l = ctx.op_array(0)?.clone();
-    let k = ctx.op_array(1)?.clone();
-    let Some(c) = &ins.attrs.conv_dims else {
-        return ctx.err("convolution needs dim_labels=");
-    };
-    let s = c.input_spatial.len();
-    if l.rank() != s + 2 || k.rank() != s + 2 {
-        return ctx.err(format!(
-            "dim_labels describe rank {} but operands are {l} and {k}",
-            s + 2
-        ));
-    }
-    let r = ctx.result_array()?.clone();
-    if r.rank() != s + 2 {
-        return ctx.err(format!("convolution result {r} should have rank {}", s + 2));
-    }
-    let w = ins.attrs.window.clone().unwrap_or(Window {
-        dims: vec![WindowDim::default(); s],
-    });
-    if w.dims.len() != s {
-        return ctx.err(format!(
-            "window has {} dimensions for {s} spatial dimensions",
-            w.dims.len()
-        ));
-    }
-    let fgc = ins.attrs.feature_group_count.unwrap_or(1);
-    let bgc = ins.attrs.batch_group_count.unwrap_or(1);
-    if fgc < 1 || bgc < 1 {
-        return ctx.err("group counts must be positive");
-    }
-    let in_f = l.dims[c.input_feature as usize];
-    let k_in = k.dims[c.kernel_input_feature as usize];
-    let k_out = k.dims[c.kernel_output_feature as usize];
-    if in_f % fgc != 0 || in_f / fgc != k_in {
-        return ctx.err(format!("input features {in_f} / feature_group_count {fgc} must equal kernel input features {k_in}"));
-    }
-    if k_out % fgc != 0 || k_out % bgc != 0 || l.dims[c.input_batch as usize] % bgc != 0 {
-        return ctx.err("kernel output features and batch must divide by the group counts");
-    }
-    let mut want = vec![0i64; s + 2];
-    want[c.output_batch as usize] = l.dims[c.input_batch as usize] / bgc;
-    want[c.output_feature as usize] = k_out;
-    for i in 0..s {
-        let d = WindowDim {
-            size: k.dims[c.kernel_spatial[i] as usize],
-            ..w.dims[i]
-        };
-        if w.dims[i].size != d.size {
-            return ctx.err(format!(
-                "window size {} differs from kernel spatial size {}",
-                w.dims[i].size, d.size
-            ));
-        }
-        want[c.output_spatial[i] as usize] =
-            window_output(ctx, l.dims[c.input_spatial[i] as usize], &d)?;
-    }
-    ctx.expect_dims(&want)
+    // The result element type is free (a preferred type, as for dot).
+    expect_rule_dims(ctx)
 }
 
 /// [`shape_inference::index_vector_length`] with the verifier's error.
