@@ -21,7 +21,10 @@ fn dimension(ins: &Instruction, operand: &ArrayShape) -> Result<usize, super::Ev
         Some(&[d]) => err(format!(
             "dimension {d} is out of range for operand {operand}"
         )),
-        _ => err(format!("{} needs dimensions={{d}} (one dimension)", ins.opcode)),
+        _ => err(format!(
+            "{} needs dimensions={{d}} (one dimension)",
+            ins.opcode
+        )),
     }
 }
 
@@ -35,7 +38,11 @@ pub fn get_dimension_size(ins: &Instruction, ops: &[&Value]) -> KResult {
     let d = dimension(ins, &x.shape)?;
     let size = x.dims()[d];
     let want = ArrayShape::new(ElementType::S32, Vec::new());
-    if ins.shape.as_array().is_none_or(|r| !r.same_dims_and_type(&want)) {
+    if ins
+        .shape
+        .as_array()
+        .is_none_or(|r| !r.same_dims_and_type(&want))
+    {
         return err(format!("the result must be s32[], found {}", ins.shape));
     }
     let Ok(size) = i32::try_from(size) else {

@@ -158,13 +158,19 @@ mod tests {
     #[test]
     fn s4_results_wrap_and_saturate_in_four_bits() {
         let v = run("s4").unwrap();
-        assert_eq!(v.as_array().unwrap().data, ArrayData::S8(vec![2, -2, 7, -8]));
+        assert_eq!(
+            v.as_array().unwrap().data,
+            ArrayData::S8(vec![2, -2, 7, -8])
+        );
     }
 
     /// XLA's decomposer converts to signed integers only.
     #[test]
     fn unsigned_results_are_refused() {
         let e = run("u32").unwrap_err();
-        assert!(e.contains("unsupported stochastic convert from f32 to u32"), "{e}");
+        assert!(
+            e.contains("unsupported stochastic convert from f32 to u32"),
+            "{e}"
+        );
     }
 }

@@ -78,7 +78,10 @@ fn run(ins: &Instruction, x: &ArrayLiteral, k: i64, largest: bool) -> KResult {
     let (vshape, ishape) = result_shapes(ins)?;
     let dims = x.dims();
     let Some(&n) = dims.last() else {
-        return err(format!("top-k needs an operand of rank 1 or more, found {}", x.shape));
+        return err(format!(
+            "top-k needs an operand of rank 1 or more, found {}",
+            x.shape
+        ));
     };
     if k < 0 || k > n {
         return err(format!(
@@ -233,7 +236,11 @@ mod module_tests {
     fn topk_orders_nan_and_signed_zeros_like_xla_cpu() {
         let x = f32s(vec![6], &[1.0, f32::NAN, -0.0, 0.0, 3.0, 3.0]);
         for (largest, want_idx, want_bits) in [
-            ("true", [1, 4, 5], [f32::NAN.to_bits(), 3f32.to_bits(), 3f32.to_bits()]),
+            (
+                "true",
+                [1, 4, 5],
+                [f32::NAN.to_bits(), 3f32.to_bits(), 3f32.to_bits()],
+            ),
             ("false", [2, 3, 0], [(-0f32).to_bits(), 0, 1f32.to_bits()]),
         ] {
             let text = format!(
@@ -242,9 +249,10 @@ mod module_tests {
             let Value::Tuple(t) = run(&text, x.clone()).unwrap() else {
                 panic!("tuple expected")
             };
-            let (ArrayData::F32(v), ArrayData::S32(i)) =
-                (&t[0].as_array().unwrap().data, &t[1].as_array().unwrap().data)
-            else {
+            let (ArrayData::F32(v), ArrayData::S32(i)) = (
+                &t[0].as_array().unwrap().data,
+                &t[1].as_array().unwrap().data,
+            ) else {
                 panic!("f32 values and s32 indices expected")
             };
             assert_eq!(i.as_slice(), want_idx);

@@ -1240,7 +1240,9 @@ fn verify_topk(ctx: &Ctx) -> Result<(), VerifyError> {
         return ctx.err("topk needs k=");
     };
     let Some(&n) = o.dims.last() else {
-        return ctx.err(format!("topk needs an operand of rank 1 or more, found {o}"));
+        return ctx.err(format!(
+            "topk needs an operand of rank 1 or more, found {o}"
+        ));
     };
     if k < 0 || k > n {
         return ctx.err(format!("topk k={k} is outside [0, {n}] for operand {o}"));
@@ -1271,7 +1273,9 @@ fn verify_stochastic_convert(ctx: &Ctx) -> Result<(), VerifyError> {
     let o = ctx.op_array(0)?.clone();
     let r = ctx.op_array(1)?;
     if !o.ty.is_float() {
-        return ctx.err(format!("stochastic-convert needs a float operand, found {o}"));
+        return ctx.err(format!(
+            "stochastic-convert needs a float operand, found {o}"
+        ));
     }
     if !r.ty.is_unsigned_int() || r.ty.logical_bit_width() != o.ty.logical_bit_width() {
         return ctx.err(format!(
@@ -1363,7 +1367,10 @@ mod tests {
     #[test]
     fn topk_and_stochastic_convert_shapes() {
         let p = "  x = f32[2,5] parameter(0)\n";
-        check(&format!("{p}  ROOT t = (f32[2,3], s32[2,3]) topk(x), k=3, largest=false")).unwrap();
+        check(&format!(
+            "{p}  ROOT t = (f32[2,3], s32[2,3]) topk(x), k=3, largest=false"
+        ))
+        .unwrap();
         let e = check(&format!("{p}  ROOT t = (f32[2,6], s32[2,6]) topk(x), k=6")).unwrap_err();
         assert!(e.contains("k=6 is outside [0, 5]"), "{e}");
         let e = check(&format!("{p}  ROOT t = (f32[2,3], s64[2,3]) topk(x), k=3")).unwrap_err();
