@@ -207,6 +207,8 @@ pub fn allocates(op: Opcode) -> bool {
             | O::AsyncDone
             | O::AfterAll
             | O::AddDependency
+            | O::Domain
+            | O::SetDimensionSize
     )
 }
 

@@ -12,6 +12,7 @@ pub mod collectives;
 pub mod control_flow;
 pub mod custom_call;
 pub mod dot;
+pub mod dynamic_dims;
 pub mod elementwise;
 pub mod excess_precision;
 pub mod fft;
@@ -27,6 +28,8 @@ pub mod rng;
 pub mod shape_ops;
 pub mod sort;
 pub mod stats;
+pub mod stochastic_convert;
+pub mod topk;
 pub mod util;
 
 pub use options::EvalOptions;
@@ -915,7 +918,9 @@ pub fn dispatch(
         O::Concatenate => shape_ops::concatenate(ins, ops),
         O::Pad => shape_ops::pad(ins, ops),
         O::Reverse => shape_ops::reverse(ins, ops),
-        O::Copy | O::OptimizationBarrier => Ok(ops[0].clone()),
+        // Identities: a domain only marks a sharding boundary, add-dependency only orders
+        // its first operand after the token.
+        O::Copy | O::OptimizationBarrier | O::Domain | O::AddDependency => Ok(ops[0].clone()),
         O::Tuple => Ok(Value::Tuple(ops.iter().map(|v| (*v).clone()).collect())),
         O::GetTupleElement => shape_ops::get_tuple_element(ins, ops),
         O::Reduce => reduce::reduce(ev, ins, ops),
@@ -932,6 +937,15 @@ pub fn dispatch(
         O::Conditional => control_flow::conditional(ev, ins, ops),
         O::Fusion => control_flow::fusion(ev, ins, ops),
         O::RngBitGenerator => rng::rng_bit_generator(ins, ops),
+        O::Rng => err(
+            "rng draws from XLA:CPU's hidden per-run generator state, so its values cannot be \
+             reproduced; hlosim does not evaluate it (rng-bit-generator is the deterministic \
+             form)",
+        ),
+        O::TopK => topk::topk(ins, ops),
+        O::GetDimensionSize => dynamic_dims::get_dimension_size(ins, ops),
+        O::SetDimensionSize => dynamic_dims::set_dimension_size(ins, ops),
+        O::StochasticConvert => stochastic_convert::stochastic_convert(ins, ops),
         O::BatchNormTraining => batch_norm::training(ins, ops),
         O::BatchNormInference => batch_norm::inference(ins, ops),
         O::BatchNormGrad => batch_norm::grad(ins, ops),

@@ -480,6 +480,9 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
             }
         }
         O::Reduce => verify_reduce(ctx)?,
+        O::Rng => verify_rng(ctx)?,
+        O::TopK => verify_topk(ctx)?,
+        O::StochasticConvert => verify_stochastic_convert(ctx)?,
         O::Call => {
             let callee = ctx.callee(ins.attrs.to_apply, "to_apply")?;
             let ps: Vec<Shape> = (0..ins.operands.len()).map(|i| ctx.op(i).clone()).collect();
@@ -1061,4 +1064,183 @@ fn index_vector_length(
     idx: &super::shape::ArrayShape,
 ) -> Result<i64, VerifyError> {
     shape_inference::index_vector_length(ivd, idx).or_else(|e| ctx.err(e))
+}
+
+/// XLA's `ShapeVerifier::HandleRng`: two scalar operands of the result's element type, a
+/// distribution, and floats for `rng_normal` (XLA's parser takes any operand count; its
+/// verifier and XLA:CPU's importer take exactly these).
+fn verify_rng(ctx: &Ctx) -> Result<(), VerifyError> {
+    let r = ctx.result_array()?.ty;
+    for i in 0..2 {
+        let o = ctx.op_array(i)?;
+        if o.rank() != 0 || o.ty != r {
+            return ctx.err(format!(
+                "rng operand {i} must be an {r} scalar like the result, found {o}"
+            ));
+        }
+    }
+    match ctx.ins.attrs.distribution {
+        None => ctx.err("rng needs distribution="),
+        Some(RngDistribution::Normal) if !r.is_float() => {
+            ctx.err(format!("rng_normal needs a floating-point type, found {r}"))
+        }
+        Some(RngDistribution::Uniform) if r.is_complex() || r == ElementType::Token => {
+            ctx.err(format!("rng_uniform cannot produce {r}"))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// XLA's `ShapeInference::InferTopKShape`: `k` in [0, last dimension] and a (values of the
+/// operand's type, s32 indices) tuple with the last dimension replaced by `k`.
+fn verify_topk(ctx: &Ctx) -> Result<(), VerifyError> {
+    let o = ctx.op_array(0)?;
+    let Some(k) = ctx.ins.attrs.k else {
+        return ctx.err("topk needs k=");
+    };
+    let Some(&n) = o.dims.last() else {
+        return ctx.err(format!(
+            "topk needs an operand of rank 1 or more, found {o}"
+        ));
+    };
+    if k < 0 || k > n {
+        return ctx.err(format!("topk k={k} is outside [0, {n}] for operand {o}"));
+    }
+    let mut want = o.dims.clone();
+    *want.last_mut().expect("rank checked above") = k;
+    let ok = match ctx.ins.shape.tuple_elements() {
+        [v, i] => match (v.as_array(), i.as_array()) {
+            (Some(v), Some(i)) => {
+                v.ty == o.ty && v.dims == want && i.ty == ElementType::S32 && i.dims == want
+            }
+            _ => false,
+        },
+        _ => false,
+    };
+    if !ok {
+        return ctx.err(format!(
+            "topk of {o} with k={k} produces ({}{want:?}, s32{want:?}), found {}",
+            o.ty, ctx.ins.shape
+        ));
+    }
+    Ok(())
+}
+
+/// XLA's `ShapeInference::InferStochasticConvertShape`: a float operand, unsigned random
+/// bits of the same width and dimensions, and a result of the operand's dimensions.
+fn verify_stochastic_convert(ctx: &Ctx) -> Result<(), VerifyError> {
+    let o = ctx.op_array(0)?.clone();
+    let r = ctx.op_array(1)?;
+    if !o.ty.is_float() {
+        return ctx.err(format!(
+            "stochastic-convert needs a float operand, found {o}"
+        ));
+    }
+    if !r.ty.is_unsigned_int() || r.ty.logical_bit_width() != o.ty.logical_bit_width() {
+        return ctx.err(format!(
+            "stochastic-convert needs unsigned random bits as wide as {}, found {r}",
+            o.ty
+        ));
+    }
+    if r.dims != o.dims {
+        return ctx.err(format!(
+            "stochastic-convert random bits {r} do not match operand {o}"
+        ));
+    }
+    ctx.expect_dims(&o.dims)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::hlo::{parse_module, verify_module};
+
+    fn check(body: &str) -> Result<(), String> {
+        let text = format!("HloModule t\n\nENTRY e {{\n{body}\n}}\n");
+        let m = parse_module(&text).map_err(|e| e.to_string())?;
+        verify_module(&m).map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    /// The rng forms XLA's verifier takes (two scalars of the result type; rng_normal on
+    /// floats) and the ones it refuses (the three-operand form its parser reads, vectors,
+    /// mixed types, rng_normal on integers, no distribution).
+    #[test]
+    fn rng_takes_exactly_what_xla_verifies() {
+        let ab = |t: &str| format!("  a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n");
+        for (t, dist) in [
+            ("f32", "rng_uniform"),
+            ("f32", "rng_normal"),
+            ("s32", "rng_uniform"),
+            ("bf16", "rng_normal"),
+            ("pred", "rng_uniform"),
+        ] {
+            let body = format!(
+                "{}  ROOT r = {t}[2,3] rng(a, b), distribution={dist}",
+                ab(t)
+            );
+            check(&body).unwrap_or_else(|e| panic!("{t} {dist}: {e}"));
+        }
+        let refused = [
+            (
+                format!("{}  c = s64[2] parameter(2)\n  ROOT r = f32[2,3] rng(a, b, c), distribution=rng_uniform", ab("f32")),
+                "rng takes 2 operand(s), found 3",
+            ),
+            (
+                format!("{}  ROOT r = s32[2,3] rng(a, b), distribution=rng_normal", ab("s32")),
+                "rng_normal needs a floating-point type",
+            ),
+            (
+                format!("{}  ROOT r = f32[2,3] rng(a, b)", ab("f32")),
+                "rng needs distribution=",
+            ),
+            (
+                "  a = f32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT r = f32[2] rng(a, b), distribution=rng_uniform".to_string(),
+                "rng operand 1 must be an f32 scalar",
+            ),
+            (
+                "  a = f32[3] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[3] rng(a, b), distribution=rng_uniform".to_string(),
+                "rng operand 0 must be an f32 scalar",
+            ),
+        ];
+        for (body, want) in refused {
+            let e = check(&body).unwrap_err();
+            assert!(e.contains(want), "{body}: {e}");
+        }
+    }
+
+    /// rng is accepted but never evaluated: its values come from XLA:CPU's hidden state.
+    #[test]
+    fn rng_evaluation_is_a_clear_error() {
+        let text = "HloModule t\n\nENTRY e {\n  a = f32[] constant(0)\n  b = f32[] constant(1)\n  ROOT r = f32[2] rng(a, b), distribution=rng_uniform\n}\n";
+        let m = parse_module(text).unwrap();
+        verify_module(&m).unwrap();
+        let e = crate::eval::Evaluator::new(&m).run(vec![]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("instruction 'r' (rng): rng draws from XLA:CPU's hidden"),
+            "{e}"
+        );
+    }
+
+    /// topk's shape rule (XLA's InferTopKShape) and stochastic-convert's (random bits as wide
+    /// as the operand).
+    #[test]
+    fn topk_and_stochastic_convert_shapes() {
+        let p = "  x = f32[2,5] parameter(0)\n";
+        check(&format!(
+            "{p}  ROOT t = (f32[2,3], s32[2,3]) topk(x), k=3, largest=false"
+        ))
+        .unwrap();
+        let e = check(&format!("{p}  ROOT t = (f32[2,6], s32[2,6]) topk(x), k=6")).unwrap_err();
+        assert!(e.contains("k=6 is outside [0, 5]"), "{e}");
+        let e = check(&format!("{p}  ROOT t = (f32[2,3], s64[2,3]) topk(x), k=3")).unwrap_err();
+        assert!(e.contains("produces (f32[2, 3], s32[2, 3])"), "{e}");
+        let sc = |r: &str| {
+            check(&format!(
+                "{p}  r = {r}[2,5] parameter(1)\n  ROOT s = s8[2,5] stochastic-convert(x, r)"
+            ))
+        };
+        sc("u32").unwrap();
+        let e = sc("u16").unwrap_err();
+        assert!(e.contains("unsigned random bits as wide as f32"), "{e}");
+    }
 }

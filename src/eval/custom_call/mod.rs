@@ -13,6 +13,7 @@
 //!
 //! The intrinsics that work along one dimension (Softmax family, RmsNorm) take it from the
 //! backend_config as a decimal string, parsed in one place: [`dimension`].
+//! - `TopK`: XLA:CPU's native top-k runtime (see [`super::topk`]).
 //! - Anything else is an "unsupported custom-call target" error.
 
 pub mod dimension;
@@ -62,6 +63,8 @@ pub fn custom_call(ins: &Instruction, ops: &[&Value]) -> KResult {
         neuron::SOFTMAX => softmax::forward(ins, ops),
         neuron::SOFTMAX_BACKWARD => softmax::backward(ins, ops),
         neuron::RMS_NORM => rms_norm::rms_norm(ins, ops),
+        // The one target XLA:CPU's own runtime implements that HLO text can name.
+        "TopK" => super::topk::topk_custom_call(ins, ops),
         _ => err(format!("unsupported custom-call target '{target}'")),
     }
 }

@@ -2,7 +2,10 @@
 //! (lhs) dilation, window (rhs) dilation, window reversal, feature_group_count and
 //! batch_group_count. A direct loop: for each output element, the valid kernel positions are
 //! found per spatial dimension and the input features of its group are accumulated (in the
-//! compute type of [`super::convert`], rounded once to the result type).
+//! compute type of [`super::convert`], rounded once to the result type). A pred result has
+//! rules of its own: [`pred`].
+
+mod pred;
 
 use super::convert::{self, Compute};
 use crate::eval::reduce::{arrays, result_shapes, PARALLEL_WORK};
@@ -181,6 +184,12 @@ pub fn convolution(ins: &Instruction, ops: &[&Value]) -> KResult {
     let all_k: Vec<usize> = (0..kernel.data.len()).collect();
     let ty = out_shape.ty;
     let (it, kt) = (input.ty(), kernel.ty());
+    if ty == crate::hlo::ElementType::Pred {
+        return Ok(Value::array(ArrayLiteral {
+            data: pred::convolve(input, kernel, &g, &out_off)?,
+            shape: out_shape,
+        }));
+    }
     let data = match Compute::for_result(ty)? {
         Compute::F32 => {
             let a = convert::gather_f32(&input.data, it, &all_in);
