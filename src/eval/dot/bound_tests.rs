@@ -1,5 +1,6 @@
 //! Property test of the accuracy contract of f32/bf16/f16 dots (module documentation of
-//! `dot`): every element within `4·eps·Σ|aᵢbᵢ|` of a reference computed here, independently
+//! `dot`): every element within `4·eps·Σ|aᵢbᵢ|` (plus half the result type's smallest
+//! subnormal, the rounding floor) of a reference computed here, independently
 //! of the code under test (exact f64 products summed with Neumaier's compensated summation),
 //! on seeded random shapes with contractions up to K = 10^4 and cancellation-heavy data.
 use crate::eval::reduce::testutil::*;
@@ -25,14 +26,14 @@ fn neumaier(xs: impl Iterator<Item = f64>) -> f64 {
 
 /// Operand values: `kind` 0 ordinary normals, 1 all positive (errors cannot cancel), 2
 /// cancelling (each value followed by its negation perturbed in the last bits, magnitudes
-/// spread over 2^±20, so Σ aᵢbᵢ is tiny against Σ|aᵢbᵢ|).
-fn values(rng: &mut ChaCha8Rng, n: usize, kind: u32) -> Vec<f32> {
+/// spread over 2^±`spread`, so Σ aᵢbᵢ is tiny against Σ|aᵢbᵢ|).
+fn values(rng: &mut ChaCha8Rng, n: usize, kind: u32, spread: i32) -> Vec<f32> {
     let mut v: Vec<f32> = Vec::with_capacity(n);
     while v.len() < n {
         let x: f32 = match kind {
             0 => rng.gen_range(-1.0..1.0),
             1 => rng.gen_range(0.5..1.0),
-            _ => rng.gen_range(-1.0f32..1.0) * 2f32.powi(rng.gen_range(-20..20)),
+            _ => rng.gen_range(-1.0f32..1.0) * 2f32.powi(rng.gen_range(-spread..spread)),
         };
         v.push(x);
         if kind == 2 && v.len() < n {
@@ -83,10 +84,16 @@ fn check(
     rhs_t: bool,
 ) {
     let (op_ty, out_ty) = types;
-    let (a, aw) = operand(op_ty, &[m as i64, k as i64], values(rng, m * k, kind));
+    // f16 holds magnitudes up to 65504 only: its cancelling data spreads over 2^±6.
+    let spread = if op_ty == ElementType::F16 { 6 } else { 20 };
+    let (a, aw) = operand(
+        op_ty,
+        &[m as i64, k as i64],
+        values(rng, m * k, kind, spread),
+    );
     // The rhs is generated as [n, k]; for cancelling data its values repeat in pairs, so
     // the lhs pairs (x, -x(1+δ)) make products that cancel to -x·δ·y.
-    let mut bv = values(rng, n * k, kind.min(1));
+    let mut bv = values(rng, n * k, kind.min(1), spread);
     if kind == 2 {
         for t in (1..bv.len()).step_by(2) {
             bv[t] = bv[t - 1];
@@ -121,10 +128,12 @@ fn check(
         name(out_ty)
     );
     let got = result_f64(&run(&hlo, vec![a, b])[0]);
-    let eps = match out_ty {
-        ElementType::BF16 => 2f64.powi(-7),
-        ElementType::F16 => 2f64.powi(-10),
-        _ => 2f64.powi(-23),
+    // eps, and half the smallest subnormal: below it no result of the type can meet a
+    // relative bound (f16 results of tiny products).
+    let (eps, floor) = match out_ty {
+        ElementType::BF16 => (2f64.powi(-7), 2f64.powi(-134)),
+        ElementType::F16 => (2f64.powi(-10), 2f64.powi(-25)),
+        _ => (2f64.powi(-23), 2f64.powi(-150)),
     };
     for i in 0..m {
         for j in 0..n {
@@ -133,7 +142,7 @@ fn check(
             let mag: f64 = terms.map(f64::abs).sum();
             let g = got[i * n + j];
             assert!(
-                (g - want).abs() <= 4.0 * eps * mag,
+                (g - want).abs() <= 4.0 * eps * mag + floor,
                 "{op_ty}->{out_ty} [{m},{k}]x[{k},{n}] kind {kind}: element ({i},{j}) = {g:e}, \
                  reference {want:e}, Σ|ab| = {mag:e}, error {:.2} eps·Σ|ab|",
                 (g - want).abs() / (eps * mag)
