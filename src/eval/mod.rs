@@ -278,6 +278,9 @@ pub struct Evaluator<'m> {
     collectives_run: u64,
     /// What the runs so far did.
     stats: EvalStats,
+    /// Per computation, whether a `fusion` instruction calls it: XLA's algebraic simplifier
+    /// leaves such computations as written (see `reduce::simplified`).
+    fusion_computations: Vec<bool>,
 }
 
 impl<'m> Evaluator<'m> {
@@ -306,7 +309,20 @@ impl<'m> Evaluator<'m> {
             replica: Replica::single(),
             collectives_run: 0,
             stats: EvalStats::default(),
+            fusion_computations: fusion_computations(module),
         }
+    }
+
+    /// Whether XLA's algebraic simplifier rewrites the instructions of `comp` before XLA:CPU
+    /// runs them: every computation but those `fusion` instructions call.
+    pub(crate) fn simplified(&self, comp: &Computation) -> bool {
+        !self.fusion_computations.iter().any(|&f| f)
+            || !self
+                .module
+                .computations
+                .iter()
+                .zip(&self.fusion_computations)
+                .any(|(c, &f)| f && std::ptr::eq(c, comp))
     }
 
     /// Makes this evaluator one of several simulated devices (before running).
@@ -884,6 +900,24 @@ pub fn value_shape(v: &Value) -> crate::hlo::Shape {
     }
 }
 
+/// Per computation of `module`, whether a `fusion` instruction calls it.
+fn fusion_computations(module: &Module) -> Vec<bool> {
+    let mut called = vec![false; module.computations.len()];
+    let fusions = module
+        .computations
+        .iter()
+        .flat_map(|c| &c.instructions)
+        .filter(|i| i.opcode == Opcode::Fusion);
+    for ins in fusions {
+        for c in ins.attrs.calls.iter().flatten() {
+            if let Some(f) = called.get_mut(c.index()) {
+                *f = true;
+            }
+        }
+    }
+    called
+}
+
 /// The one place that maps an opcode to the kernel that evaluates it.
 pub fn dispatch(
     ev: &mut Evaluator,
@@ -923,8 +957,14 @@ pub fn dispatch(
         O::Copy | O::OptimizationBarrier | O::Domain | O::AddDependency => Ok(ops[0].clone()),
         O::Tuple => Ok(Value::Tuple(ops.iter().map(|v| (*v).clone()).collect())),
         O::GetTupleElement => shape_ops::get_tuple_element(ins, ops),
-        O::Reduce => reduce::reduce(ev, ins, ops),
-        O::ReduceWindow => reduce::reduce_window(ev, ins, ops),
+        O::Reduce => {
+            let simplified = ev.simplified(comp);
+            reduce::reduce(ev, ins, ops, simplified)
+        }
+        O::ReduceWindow => {
+            let simplified = ev.simplified(comp);
+            reduce::reduce_window(ev, ins, ops, simplified)
+        }
         O::SelectAndScatter => reduce::select_and_scatter(ev, ins, ops),
         O::Map => reduce::map(ev, ins, ops),
         O::Dot => dot::dot(ins, ops),

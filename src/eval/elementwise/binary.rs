@@ -2,6 +2,7 @@
 //! logic, shifts, and `complex`. f32, bf16 and f16 arithmetic runs in f32 (narrow types round
 //! once to nearest even); power and atan2 evaluate in f64 and round to the result type.
 
+use super::complex_div::complex_div;
 use super::int::{int_pow, shift_left, shift_right_arithmetic, shift_right_logical, XInt};
 use super::scalar_ops::{self as ops, FloatOp, FloatStorage};
 use super::side::{same, Stored, Zipped};
@@ -108,7 +109,7 @@ pub(crate) fn binary_data<'a>(op: BinaryOp, a: Src<'a>, b: Src<'a>, ty: ElementT
             .or_else(|(a, b)| int_zip!(a, b, nbits, |x, y, bits| x.wmul(y)))
             .or_else(|(a, b)| pred_zip(a, b, |x, y| x & y)),
         O::Divide => float_zip::<ops::Div>(a, b, ty)
-            .or_else(|(a, b)| complex_zip(a, b, |x, y| x / y, |x, y| x / y))
+            .or_else(|(a, b)| complex_zip(a, b, complex_div, complex_div))
             .or_else(|(a, b)| int_zip!(a, b, nbits, |x, y, bits| x.xdiv(y))),
         // fmod: exact in any precision, sign of the dividend (flushing: ops::Rem).
         O::Remainder => float_zip::<ops::Rem>(a, b, ty)

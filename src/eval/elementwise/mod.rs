@@ -20,6 +20,7 @@
 
 mod binary;
 mod compare;
+pub(crate) mod complex_div;
 pub(crate) mod convert;
 pub(crate) mod in_place;
 pub(crate) mod int;

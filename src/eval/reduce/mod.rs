@@ -19,6 +19,7 @@
 pub(crate) mod native;
 mod raw_sum;
 pub(crate) mod scalar;
+mod simplified;
 pub(crate) mod tree;
 mod window;
 
@@ -141,7 +142,10 @@ pub(crate) fn check_dims(dims: &[i64], rank: usize, what: &str) -> Result<(), Ev
 /// reduce: `k` inputs of equal dimensions and `k` scalar init values; the reducer is called
 /// as `f(acc_0..acc_k-1, x_0..x_k-1)` for each element of the reduced dimensions in
 /// row-major order (XLA's order, which makes argmax-style tie breaking exact).
-pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
+/// `simplified`: the reduce is in a computation XLA's algebraic simplifier rewrites (any
+/// but a fusion computation), where one that keeps the element count is a reshape
+/// ([`simplified`]).
+pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value], simplified: bool) -> KResult {
     let ops = arrays(ops)?;
     if ops.len() < 2 || ops.len() % 2 != 0 {
         return err(format!(
@@ -188,6 +192,11 @@ pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult 
                 s,
                 ArrayShape::new(inputs[i].ty(), out_dims.clone())
             ));
+        }
+    }
+    if simplified {
+        if let Some(v) = simplified::reduce_as_reshape(ins, inputs) {
+            return v;
         }
     }
     let st = strides(&in_dims);

@@ -104,7 +104,14 @@ fn for_each_window(
 }
 
 /// reduce-window: `k` inputs and `k` init values; `f(acc..., x...)` per window element.
-pub fn reduce_window(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> KResult {
+/// `simplified`: as for [`super::reduce`], a rank-0 reduce-window outside fusion computations
+/// is its operands ([`super::simplified`]).
+pub fn reduce_window(
+    ev: &mut Evaluator,
+    ins: &Instruction,
+    ops: &[&Value],
+    simplified: bool,
+) -> KResult {
     let ops = arrays(ops)?;
     if ops.len() < 2 || ops.len() % 2 != 0 {
         return err(format!(
@@ -145,6 +152,11 @@ pub fn reduce_window(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value]) -> K
             "reduce-window results are declared {}, the window gives dimensions {out_dims:?}",
             ins.shape
         ));
+    }
+    if simplified {
+        if let Some(v) = super::simplified::reduce_window_as_operands(ins, inputs) {
+            return v;
+        }
     }
     let c = to_apply(ins)?;
     if k == 1 {
