@@ -101,9 +101,10 @@ mod tests {
             shape: ArrayShape::new(ElementType::S32, vec![]),
             data: ArrayData::S32(vec![n]),
         };
-        Evaluator::new(&m)
+        let result = Evaluator::new(&m)
             .run(vec![Value::array(x), Value::array(n)])
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string());
+        result
     }
 
     /// At the bound: the data unchanged and the size 4 (what XLA:CPU returns).

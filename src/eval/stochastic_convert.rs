@@ -148,9 +148,10 @@ mod tests {
             shape: ArrayShape::new(ElementType::U32, vec![4]),
             data: ArrayData::U32(vec![0, 7, 1 << 31, (1 << 31) - 1]),
         };
-        Evaluator::new(&m)
+        let result = Evaluator::new(&m)
             .run(vec![Value::array(x), Value::array(r)])
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string());
+        result
     }
 
     /// s4 (oracle probe: 1.25 with bits 0 gives 2, -1.25 with bits 7 gives -2) saturates at

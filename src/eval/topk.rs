@@ -218,9 +218,10 @@ mod module_tests {
 
     fn run(text: &str, arg: ArrayLiteral) -> Result<Value, String> {
         let m = parse_module(text).expect("test module parses");
-        Evaluator::new(&m)
+        let result = Evaluator::new(&m)
             .run(vec![Value::array(arg)])
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string());
+        result
     }
 
     fn f32s(dims: Vec<i64>, v: &[f32]) -> ArrayLiteral {

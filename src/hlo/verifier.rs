@@ -596,7 +596,6 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
         O::Cholesky
         | O::TriangularSolve
         | O::Fft
-        | O::TopK
         | O::GetDimensionSize
         | O::SetDimensionSize
         | O::ReplicaId
@@ -1094,36 +1093,10 @@ fn verify_rng(ctx: &Ctx) -> Result<(), VerifyError> {
 /// XLA's `ShapeInference::InferTopKShape`: `k` in [0, last dimension] and a (values of the
 /// operand's type, s32 indices) tuple with the last dimension replaced by `k`.
 fn verify_topk(ctx: &Ctx) -> Result<(), VerifyError> {
-    let o = ctx.op_array(0)?;
-    let Some(k) = ctx.ins.attrs.k else {
+    if ctx.ins.attrs.k.is_none() {
         return ctx.err("topk needs k=");
-    };
-    let Some(&n) = o.dims.last() else {
-        return ctx.err(format!(
-            "topk needs an operand of rank 1 or more, found {o}"
-        ));
-    };
-    if k < 0 || k > n {
-        return ctx.err(format!("topk k={k} is outside [0, {n}] for operand {o}"));
     }
-    let mut want = o.dims.clone();
-    *want.last_mut().expect("rank checked above") = k;
-    let ok = match ctx.ins.shape.tuple_elements() {
-        [v, i] => match (v.as_array(), i.as_array()) {
-            (Some(v), Some(i)) => {
-                v.ty == o.ty && v.dims == want && i.ty == ElementType::S32 && i.dims == want
-            }
-            _ => false,
-        },
-        _ => false,
-    };
-    if !ok {
-        return ctx.err(format!(
-            "topk of {o} with k={k} produces ({}{want:?}, s32{want:?}), found {}",
-            o.ty, ctx.ins.shape
-        ));
-    }
-    Ok(())
+    verify_by_rule(ctx)
 }
 
 /// XLA's `ShapeInference::InferStochasticConvertShape`: a float operand, unsigned random
