@@ -931,6 +931,15 @@ fn convolution(inp: &RuleInput) -> Result<Shape, String> {
     Ok(Shape::array(ty, want))
 }
 
+/// The bins a real FFT of length `n` keeps: n/2 + 1, and none for n = 0 (XLA's rule).
+fn half_spectrum(n: i64) -> i64 {
+    if n == 0 {
+        0
+    } else {
+        n / 2 + 1
+    }
+}
+
 fn fft(inp: &RuleInput) -> Result<Shape, String> {
     use super::instruction::FftType;
     let o = arr(inp, 0)?;
@@ -967,7 +976,7 @@ fn fft(inp: &RuleInput) -> Result<Shape, String> {
                 ));
             }
             let last = dims.len() - 1;
-            dims[last] = len[len.len() - 1] / 2 + 1;
+            dims[last] = half_spectrum(len[len.len() - 1]);
             ty
         }
         Some(FftType::Irfft) => {
@@ -978,7 +987,7 @@ fn fft(inp: &RuleInput) -> Result<Shape, String> {
             };
             let n = len.len();
             if o.dims[minor..minor + n - 1] != len[..n - 1]
-                || o.dims[o.rank() - 1] != len[n - 1] / 2 + 1
+                || o.dims[o.rank() - 1] != half_spectrum(len[n - 1])
             {
                 return Err(format!(
                     "fft_length {len:?} does not match the minor dimensions of {o}"

@@ -192,12 +192,9 @@ pub fn convolution(ins: &Instruction, ops: &[&Value]) -> KResult {
     }
     let data = match Compute::for_result(ty)? {
         Compute::F32 => {
-            // Operands rounded to f32, products and sums in f64 (exact products; see the
-            // accuracy note of `dot`), one rounding at the end.
-            let a = convert::gather_f32_wide(&input.data, it, &all_in);
-            let k = convert::gather_f32_wide(&kernel.data, kt, &all_k);
-            let v = conv_loop(&a, &k, &g, 0f64, |acc, x, y| acc + x * y);
-            let v = v.into_iter().map(|x| x as f32).collect();
+            let a = convert::gather_f32(&input.data, it, &all_in);
+            let k = convert::gather_f32(&kernel.data, kt, &all_k);
+            let v = conv_loop(&a, &k, &g, 0f32, |acc, x, y| acc + x * y);
             convert::from_f32(ty, scatter_out(v, &out_off))
         }
         Compute::F64 => {

@@ -2,8 +2,7 @@
 //!
 //! XLA evaluates a mixed-precision contraction by converting the operands to the result type
 //! first; XLA:CPU computes bf16/f16 (and 8-bit float) contractions in f32 and rounds the
-//! result once. The compute type is therefore: f32 operands for 32-bit and narrower float
-//! results (widened to f64, where products are exact and sums accumulate; see `dot`), f64
+//! result once. The compute type is therefore: f32 for 32-bit and narrower float results, f64
 //! for f64, wrapping i64 for integer results (arithmetic modulo 2^64 truncated to the result
 //! width equals arithmetic in the result type), and complex f64 for c64/c128 results (c64
 //! rounded once at the end, slightly more accurate than XLA's c64 arithmetic).
@@ -63,27 +62,23 @@ fn real(d: &ArrayData, ty: ElementType, i: usize) -> f64 {
     }
 }
 
-/// The elements at `offsets` converted to f32 (the operand to result-type conversion) and
-/// widened to f64, where their products are exact.
-pub(crate) fn gather_f32_wide(d: &ArrayData, ty: ElementType, offsets: &[usize]) -> Vec<f64> {
+/// The elements at `offsets` converted to f32 (operand to result-type conversion).
+pub(crate) fn gather_f32(d: &ArrayData, ty: ElementType, offsets: &[usize]) -> Vec<f32> {
     match d {
-        ArrayData::F32(v) => offsets.iter().map(|&o| v[o] as f64).collect(),
-        ArrayData::BF16(v) => offsets.iter().map(|&o| v[o].to_f64()).collect(),
-        ArrayData::F16(v) => offsets.iter().map(|&o| v[o].to_f64()).collect(),
-        _ => offsets
-            .iter()
-            .map(|&o| real(d, ty, o) as f32 as f64)
-            .collect(),
+        ArrayData::F32(v) => offsets.iter().map(|&o| v[o]).collect(),
+        ArrayData::BF16(v) => offsets.iter().map(|&o| v[o].to_f32()).collect(),
+        ArrayData::F16(v) => offsets.iter().map(|&o| v[o].to_f32()).collect(),
+        _ => offsets.iter().map(|&o| real(d, ty, o) as f32).collect(),
     }
 }
 
-/// Every element converted to f32 and widened to f64, in buffer order.
-pub(crate) fn all_f32_wide(d: &ArrayData, ty: ElementType) -> Vec<f64> {
+/// Every element converted to f32, in buffer order (one contiguous pass, no offsets).
+pub(crate) fn all_f32(d: &ArrayData, ty: ElementType) -> Vec<f32> {
     match d {
-        ArrayData::F32(v) => v.iter().map(|&x| x as f64).collect(),
-        ArrayData::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
-        ArrayData::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
-        _ => (0..d.len()).map(|o| real(d, ty, o) as f32 as f64).collect(),
+        ArrayData::F32(v) => v.clone(),
+        ArrayData::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        ArrayData::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        _ => (0..d.len()).map(|o| real(d, ty, o) as f32).collect(),
     }
 }
 

