@@ -199,7 +199,7 @@ impl Geometry {
             .collect();
         for line in h.chunks_mut(half) {
             line[0].im = 0.0;
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 line[half - 1].im = 0.0;
             }
         }

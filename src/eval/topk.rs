@@ -128,7 +128,7 @@ fn run(ins: &Instruction, x: &ArrayLiteral, k: i64, largest: bool) -> KResult {
 /// For every row of `n` keys, the flat positions of its `k` first elements in XLA:CPU's
 /// order (descending for `largest`, else ascending; ties by ascending index).
 fn select(keys: &[i64], n: usize, k: usize, largest: bool) -> Vec<usize> {
-    let rows = if n == 0 { 0 } else { keys.len() / n };
+    let rows = keys.len().checked_div(n).unwrap_or(0);
     let mut out = Vec::with_capacity(rows * k);
     let mut idx: Vec<usize> = Vec::with_capacity(n);
     for r in 0..rows {
