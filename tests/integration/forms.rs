@@ -116,7 +116,15 @@ fn every_form_xla_accepts_parses_with_xla_shapes_and_prints_canonically() {
         }
         let xla = parse_module(&read(&d.join("xla.hlo")))
             .unwrap_or_else(|e| panic!("{name}: xla.hlo does not parse: {e}"));
-        problems.extend(shapes_match_xla(&m, &xla, &name));
+        // The async, ragged-dot and send/recv forms compare their shapes with XLA's in
+        // `forms_async` (XLA prints an async op's wrapped computation implicitly, under other
+        // instruction names than the text it parsed).
+        if !["async_", "ragged_", "sendrecv_"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        {
+            problems.extend(shapes_match_xla(&m, &xla, &name));
+        }
         let printed = print_module(&m);
         let again = parse_module(&printed)
             .unwrap_or_else(|e| panic!("{name}: the printed text does not parse: {e}"));
