@@ -18,6 +18,10 @@
 //! | transcendental | exp, log, tanh, sin, erf, power, atan2, rsqrt, ... (no reductions) | bits | 32 ULP | 4 ULP | 1 ULP | 1 ULP |
 //! | accumulated | reduce, dot, convolution, scatter, batch-norm, custom-call, collectives, fft, cholesky, triangular-solve | bits | rel 1e-12 | rel 2e-5 | rel 2^-9 | rel 2^-7 |
 //!
+//! A fixture whose `meta.json` says `"bit_exact": true` is compared in the exact class
+//! whatever its outputs depend on (the dots of `tools/fixtures/fx_dot_order.py`, summed in
+//! XLA:CPU's order).
+//!
 //! "rel r" means |got − want| ≤ r·(|want| + max|want| of that output) (an allclose whose
 //! absolute part scales with the output, since summation order differs). In every class NaN
 //! must match NaN (any payload) and infinities must match exactly; in the exact and
@@ -334,6 +338,17 @@ fn compare_output(
 
 /// Runs one fixture; `Ok(n)`: every output matches except `n` elements that `deviation`
 /// explains.
+/// Whether the fixture's `meta.json` says `"bit_exact": true`: its outputs are compared bit
+/// for bit whatever they depend on (dots in XLA:CPU's summation order, `fx_dot_order.py`).
+fn meta_says_bit_exact(dir: &Path) -> Result<bool, String> {
+    let Ok(text) = std::fs::read_to_string(dir.join("meta.json")) else {
+        return Ok(false);
+    };
+    let meta: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("meta.json: {e}"))?;
+    Ok(meta["bit_exact"].as_bool().unwrap_or(false))
+}
+
 fn run_fixture(dir: &Path, deviation: Option<&Deviation>) -> Result<usize, String> {
     let text = std::fs::read_to_string(dir.join("module.hlo"))
         .map_err(|e| format!("read module.hlo: {e}"))?;
@@ -372,6 +387,7 @@ fn run_fixture(dir: &Path, deviation: Option<&Deviation>) -> Result<usize, Strin
         ));
     }
     let producers = leaf_producers(&m);
+    let bit_exact = meta_says_bit_exact(dir)?;
     let mut errors = Vec::new();
     let mut explained_total = 0;
     for (k, leaf) in leaves.iter().enumerate() {
@@ -380,10 +396,11 @@ fn run_fixture(dir: &Path, deviation: Option<&Deviation>) -> Result<usize, Strin
             errors.push(format!("{name}: missing from expected.npz"));
             continue;
         };
-        let class = producers
-            .get(k)
-            .map(|&p| cone_class(&m, m.entry, p))
-            .unwrap_or(Class::Accumulated);
+        let class = match producers.get(k) {
+            _ if bit_exact => Class::Exact,
+            Some(&p) => cone_class(&m, m.entry, p),
+            None => Class::Accumulated,
+        };
         let explained = |i: usize, got: f64, want: f64| {
             deviation.is_some_and(|d| {
                 (d.accepts)(&Elem {

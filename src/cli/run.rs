@@ -17,7 +17,7 @@ use hlosim::device::{
 };
 use hlosim::eval::memory::MemoryBudget;
 use hlosim::eval::replicas::run_with_budget;
-use hlosim::eval::{EvalOptions, Evaluator, Replica, Value};
+use hlosim::eval::{DotAccumulation, EvalOptions, Evaluator, Replica, Value};
 use hlosim::io::npz::{
     read_args, read_device_args, write_device_outputs, write_outputs, ArgSource,
 };
@@ -102,6 +102,9 @@ pub struct Args {
     /// backend contracts them.
     #[arg(long)]
     pub no_fma_contraction: bool,
+    /// Reference mode: how f32, bf16 and f16 dot and convolution results are summed.
+    #[arg(long, value_enum, default_value = "xla-cpu")]
+    pub dot_accumulation: DotAccumulationArg,
     /// Reference mode: evaluate every instruction on its own, with a new buffer per result.
     /// By default runs of elementwise instructions are evaluated fused, tile by tile, and an
     /// elementwise result may take over the buffer of an operand that dies with it (same
@@ -113,6 +116,17 @@ pub struct Args {
     /// the process's peak resident memory.
     #[arg(long)]
     pub stats: bool,
+}
+
+/// Reference mode: how f32, bf16 and f16 contractions are summed (`DotAccumulation`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DotAccumulationArg {
+    /// f32 fused multiply-adds in XLA:CPU's block order: XLA:CPU's bits for the f32 dot
+    /// shapes whose order is known (docs/eval.md), error up to about 512·2^-24·Σ|aᵢbᵢ|.
+    XlaCpu,
+    /// Exact products summed in f64, rounded once: within 4·eps·Σ|aᵢbᵢ| of the exact value
+    /// (about twice as slow). Tells whether an answer differs by XLA:CPU's rounding.
+    F64,
 }
 
 /// How activation table sets are chosen in device mode.
@@ -205,6 +219,9 @@ pub fn run(a: Args) -> Result<Exit, String> {
     }
     if a.no_fma_contraction && a.mode == Mode::Device {
         eprintln!("note: --no-fma-contraction only affects --mode reference; ignored");
+    }
+    if a.dot_accumulation != DotAccumulationArg::XlaCpu && a.mode == Mode::Device {
+        eprintln!("note: --dot-accumulation only affects --mode reference; ignored");
     }
     if a.mode == Mode::Reference && a.auto_cast.is_given() {
         eprintln!("note: --auto-cast options only affect --mode device; ignored");
@@ -317,6 +334,10 @@ fn eval_options(a: &Args) -> EvalOptions {
         fma_contraction: !a.no_fma_contraction,
         fusion: !a.no_fusion,
         in_place: !a.no_fusion,
+        dot_accumulation: match a.dot_accumulation {
+            DotAccumulationArg::XlaCpu => DotAccumulation::XlaCpu,
+            DotAccumulationArg::F64 => DotAccumulation::F64,
+        },
         ..EvalOptions::default()
     }
 }

@@ -19,6 +19,10 @@
 //!   no edge cases, bound = the smallest size of the dimensions they index (minus the slice
 //!   size plus one for slices).
 //!
+//! - Correlated edge cases: float parameters that meet in one instruction (compare, select,
+//!   binary arithmetic) also get pairs of values planted at shared positions (NaN/NaN,
+//!   −0/+0, x/nextafter(x), ...; [`super::pairs`]).
+//!
 //! Randomness: one ChaCha8 stream per parameter (`seed`, stream = parameter number), values
 //! built from raw 64-bit words only, so the same seed gives the same inputs everywhere.
 
@@ -214,12 +218,12 @@ pub fn table_points(module: &Module, tables: &TableSet) -> Vec<f32> {
 }
 
 /// A uniform f64 in [0, 1) from one 64-bit word.
-fn unit(r: &mut ChaCha8Rng) -> f64 {
+pub(super) fn unit(r: &mut ChaCha8Rng) -> f64 {
     (r.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// A uniform integer in [0, n) (n ≥ 1), by rejection (no modulo bias).
-fn below(r: &mut ChaCha8Rng, n: u64) -> u64 {
+pub(super) fn below(r: &mut ChaCha8Rng, n: u64) -> u64 {
     let zone = u64::MAX - u64::MAX % n;
     loop {
         let x = r.next_u64();
@@ -415,7 +419,8 @@ pub fn generate(
     let comp = module.entry_computation();
     let bounds = index_bounds(module);
     let table = table_points(module, tables);
-    comp.parameters()
+    let mut args = comp
+        .parameters()
         .iter()
         .enumerate()
         .map(|(i, p)| {
@@ -432,5 +437,7 @@ pub fn generate(
             )
             .map_err(|e| format!("parameter {i} ('{}'): {e}", ins.name))
         })
-        .collect()
+        .collect::<Result<Vec<Value>, String>>()?;
+    super::pairs::plant(module, &mut args, opts.seed, opts.edge_fraction, &table);
+    Ok(args)
 }

@@ -5,6 +5,7 @@
 //! [`diff_module`].
 //!
 //! - [`inputs`]: seeded inputs with edge cases, index parameters kept in range.
+//! - [`pairs`]: correlated edge cases for parameters that meet in one instruction.
 //! - [`tolerance`]: per-dtype tolerances and their text form.
 //! - [`metrics`]: abs / rel / ULP metrics of an array pair.
 //! - [`attribution`]: provenance mapping and first-divergence search.
@@ -15,6 +16,7 @@ pub mod attribution;
 pub mod contract;
 pub mod inputs;
 pub mod metrics;
+pub mod pairs;
 pub mod report;
 pub mod tolerance;
 

@@ -32,7 +32,7 @@ pub mod stochastic_convert;
 pub mod topk;
 pub mod util;
 
-pub use options::EvalOptions;
+pub use options::{DotAccumulation, EvalOptions};
 pub use replicas::{run_on_devices, Replica};
 pub use stats::{EvalStats, MemoryFigures, StatsSink, TimeFamily};
 
@@ -967,8 +967,8 @@ pub fn dispatch(
         }
         O::SelectAndScatter => reduce::select_and_scatter(ev, ins, ops),
         O::Map => reduce::map(ev, ins, ops),
-        O::Dot => dot::dot(ins, ops),
-        O::Convolution => dot::convolution(ins, ops),
+        O::Dot => dot::dot(ins, ops, ev.options.dot_accumulation),
+        O::Convolution => dot::convolution(ins, ops, ev.options.dot_accumulation),
         O::Gather => gather_scatter::gather(ins, ops),
         O::Scatter => gather_scatter::scatter(ev, ins, ops),
         O::Sort => sort::sort(ev, ins, ops),

@@ -24,6 +24,26 @@ pub struct EvalOptions {
     /// Let elementwise kernels write their result into an operand that dies with them
     /// (see [`super::elementwise::in_place`]). Changes memory, never results.
     pub in_place: bool,
+    /// How f32, bf16 and f16 dot and convolution results are summed (see
+    /// [`DotAccumulation`]).
+    pub dot_accumulation: DotAccumulation,
+}
+
+/// How the K products of each element of an f32, bf16 or f16 contraction (dot, convolution)
+/// are summed. The two contracts of #16 conflict: XLA:CPU sums in f32, whose worst-case error
+/// grows with the block length (about 512·2^-24·Σ|aᵢbᵢ|), so an answer bit-exact with
+/// XLA:CPU cannot also promise `4·eps·Σ|aᵢbᵢ|`. The default copies XLA:CPU; `F64` is the
+/// accurate answer, for telling whether XLA:CPU's (or the device's) rounding is to blame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DotAccumulation {
+    /// XLA:CPU's order: f32 fused multiply-adds in k order within blocks of k, each block's
+    /// sum added to the output (`dot::xla_order`). Bit-exact with XLA:CPU for the f32 dots
+    /// whose order was identified (docs/eval.md, "Dot and convolution accuracy").
+    #[default]
+    XlaCpu,
+    /// Exact f64 products of the f32 operands summed in f64 and rounded once: within
+    /// 0.5 ulp + 2^-40·Σ|aᵢbᵢ| of the exact value, inside the bound `4·eps·Σ|aᵢbᵢ|`.
+    F64,
 }
 
 impl Default for EvalOptions {
@@ -35,6 +55,7 @@ impl Default for EvalOptions {
             fusion: true,
             fusion_tile: super::fusion::DEFAULT_TILE,
             in_place: true,
+            dot_accumulation: DotAccumulation::XlaCpu,
         }
     }
 }

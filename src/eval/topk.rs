@@ -11,6 +11,7 @@
 //! of its sign (XLA:CPU runs bf16 top-k in f32 and converts the values back, which drops the
 //! payload; `topk_half_types`).
 
+use super::util::total_order_key;
 use super::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType, Instruction};
 
@@ -153,10 +154,19 @@ fn select(keys: &[i64], n: usize, k: usize, largest: bool) -> Vec<usize> {
 /// Order-preserving i64 keys of every element (one dispatch on the element type).
 fn order_keys(x: &ArrayLiteral) -> Result<Vec<i64>, EvalError> {
     Ok(match &x.data {
-        ArrayData::F32(v) => v.iter().map(|f| tk(f.to_bits() as u64, 32)).collect(),
-        ArrayData::F64(v) => v.iter().map(|f| tk(f.to_bits(), 64)).collect(),
-        ArrayData::F16(v) => v.iter().map(|f| tk(f.to_bits() as u64, 16)).collect(),
-        ArrayData::BF16(v) => v.iter().map(|f| tk(f.to_bits() as u64, 16)).collect(),
+        ArrayData::F32(v) => v
+            .iter()
+            .map(|f| total_order_key(f.to_bits() as u64, 32))
+            .collect(),
+        ArrayData::F64(v) => v.iter().map(|f| total_order_key(f.to_bits(), 64)).collect(),
+        ArrayData::F16(v) => v
+            .iter()
+            .map(|f| total_order_key(f.to_bits() as u64, 16))
+            .collect(),
+        ArrayData::BF16(v) => v
+            .iter()
+            .map(|f| total_order_key(f.to_bits() as u64, 16))
+            .collect(),
         ArrayData::S8(v) => v.iter().map(|&a| a as i64).collect(),
         ArrayData::S16(v) => v.iter().map(|&a| a as i64).collect(),
         ArrayData::S32(v) => v.iter().map(|&a| a as i64).collect(),
@@ -169,18 +179,6 @@ fn order_keys(x: &ArrayLiteral) -> Result<Vec<i64>, EvalError> {
         ArrayData::Pred(v) => v.iter().map(|&a| a as i64).collect(),
         _ => return err(format!("top-k of {} is not supported", x.shape)),
     })
-}
-
-/// The total-order key of a float's `width`-bit pattern: sign-magnitude mapped onto two's
-/// complement.
-fn tk(bits: u64, width: u32) -> i64 {
-    let sign = 1u64 << (width - 1);
-    let mag = (bits & (sign - 1)) as i64;
-    if bits & sign != 0 {
-        -mag - 1
-    } else {
-        mag
-    }
 }
 
 /// The elements at `positions`, in that order, in the same storage type.

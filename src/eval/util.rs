@@ -1,4 +1,4 @@
-//! Small shared helpers for kernels: row-major strides and index extraction.
+//! Small shared helpers for kernels: row-major strides, index extraction, total-order keys.
 
 use super::{err, EvalError};
 use crate::hlo::{ArrayData, ArrayLiteral};
@@ -36,6 +36,20 @@ pub fn scalar_i64(a: &ArrayLiteral) -> Result<i64, EvalError> {
     match v.as_slice() {
         [x] => Ok(*x),
         _ => err(format!("expected a scalar integer, found {}", a.shape)),
+    }
+}
+
+/// Total-order key of a float's bits (`bits` wide): the sign-magnitude value mapped to a
+/// two's-complement integer with the same order: -NaN < -inf < ... < -0 < +0 < ... < +inf <
+/// +NaN, NaNs by payload (compare's TOTALORDER, sort and top-k keys).
+#[inline(always)]
+pub(crate) fn total_order_key(bits: u64, width: u32) -> i64 {
+    let sign = (bits >> (width - 1)) & 1;
+    let mag = (bits & ((1u64 << (width - 1)) - 1)) as i64;
+    if sign == 1 {
+        -mag - 1
+    } else {
+        mag
     }
 }
 

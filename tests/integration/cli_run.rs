@@ -207,3 +207,52 @@ fn device_mode_runs_the_legalized_module_and_reports_loads_and_findings() {
     let o = hlosim(&[&base[..], &["--machine", "trn9"]].concat());
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Rows [2^24, 1, -2^24] against ones: in XLA:CPU's f32 order the FMA chain rounds 2^24 + 1
+/// back to 2^24 (ties to even) and ends at 0; summed in f64 the answer is the exact 1. Both
+/// the one-row (matrix-vector) and the blocked matrixmultiply paths.
+const DOT_ORDER_MODULE: &str = r#"HloModule dot_order
+
+ENTRY main {
+  a = f32[1,3] constant({{16777216, 1, -16777216}})
+  b = f32[3,1] constant({{1}, {1}, {1}})
+  r = f32[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  a2 = f32[2,3] constant({{16777216, 1, -16777216}, {-16777216, 1, 16777216}})
+  b2 = f32[3,64] broadcast(f32[] constant(1)), dimensions={}
+  r2 = f32[2,64] dot(a2, b2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f32[1,1], f32[2,64]) tuple(r, r2)
+}
+"#;
+
+#[test]
+fn dot_accumulation_chooses_xla_cpus_f32_order_or_f64() {
+    let d = scratch_dir("cli-run", "dot-accumulation", DOT_ORDER_MODULE);
+    let run = |mode: Option<&str>, out: &str| {
+        let (module, out) = (d.join("m.hlo"), d.join(out));
+        let mut args = vec!["run", s(&module), "--out", s(&out)];
+        if let Some(m) = mode {
+            args.extend(["--dot-accumulation", m]);
+        }
+        let o = hlosim(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let outs = read_npz(&out).unwrap();
+        assert_eq!(outs[0].array.shape.dims, [1, 1]);
+        assert_eq!(outs[1].array.shape.dims, [2, 64]);
+        (outs[0].array.data.clone(), outs[1].array.data.clone())
+    };
+    // XLA:CPU: 2^24 + 1 rounds to 2^24, minus 2^24 is 0 (second row: -2^24 + 1 = -16777215
+    // exactly, plus 2^24 is 1).
+    let mut row2 = vec![0.0f32; 64];
+    row2.extend([1.0f32; 64]);
+    for mode in [None, Some("xla-cpu")] {
+        let (r, r2) = run(mode, "xla.npz");
+        assert_eq!(r, f32s(&[0.0]).data, "{mode:?}");
+        assert_eq!(r2, f32s(&row2).data, "{mode:?}");
+    }
+    let (r, r2) = run(Some("f64"), "f64.npz");
+    assert_eq!(r, f32s(&[1.0]).data);
+    assert_eq!(r2, f32s(&[1.0; 128]).data);
+    let o = hlosim(&["run", s(&d.join("m.hlo")), "--dot-accumulation", "f16"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("xla-cpu"), "{}", stderr(&o));
+}

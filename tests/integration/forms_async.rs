@@ -2,7 +2,7 @@
 //! (`tests/fixtures/forms/{async_,ragged_,sendrecv_}*/`). Each directory holds `input.hlo`
 //! (the form as written; XLA's parser accepts it), `xla.hlo` (XLA's own print of it, from
 //! `xla_oracle.parse(text).to_string()`) and `printed.hlo` (hlosim's print, which XLA's parser
-//! accepted too: `tools/fixtures/record_forms_async.py` checks that and rewrites nothing).
+//! accepted too: `tools/fixtures/gen_forms.py --committed async_ ragged_ sendrecv_` records them).
 //!
 //! For every form: hlosim parses and verifies the input, prints it, and the print re-parses
 //! to an equal module and prints the same again; the print equals the committed
@@ -43,7 +43,7 @@ fn form(name: &str) -> Module {
     golden::assert_text_file(
         &d.join("printed.hlo"),
         &printed,
-        &format!("{name}: hlosim's print differs from printed.hlo (the text XLA accepted); re-run tools/fixtures/record_forms_async.py"),
+        &format!("{name}: hlosim's print differs from printed.hlo (the text XLA accepted); re-run tools/fixtures/gen_forms.py --committed async_ ragged_ sendrecv_"),
         "printed.hlo is missing",
     );
     let xla_text = std::fs::read_to_string(d.join("xla.hlo")).unwrap();

@@ -2,7 +2,8 @@
 //! (lhs) dilation, window (rhs) dilation, window reversal, feature_group_count and
 //! batch_group_count. A direct loop: for each output element, the valid kernel positions are
 //! found per spatial dimension and the input features of its group are accumulated (in the
-//! compute type of [`super::convert`], rounded once to the result type). A pred result has
+//! compute type of [`super::convert`], rounded once to the result type; f32 sums in f32, or in
+//! f64 under `DotAccumulation::F64`). A pred result has
 //! rules of its own: [`pred`].
 
 mod pred;
@@ -10,7 +11,7 @@ mod pred;
 use super::convert::{self, Compute};
 use crate::eval::reduce::{arrays, result_shapes, PARALLEL_WORK};
 use crate::eval::util::strides;
-use crate::eval::{err, EvalError, KResult, Value};
+use crate::eval::{err, DotAccumulation, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, Instruction, WindowDim};
 use num_complex::Complex;
 use rayon::prelude::*;
@@ -41,7 +42,7 @@ struct Geom {
 }
 
 /// convolution: see the module documentation.
-pub fn convolution(ins: &Instruction, ops: &[&Value]) -> KResult {
+pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> KResult {
     let ops = arrays(ops)?;
     if ops.len() != 2 {
         return err(format!("convolution takes 2 operands, got {}", ops.len()));
@@ -191,6 +192,15 @@ pub fn convolution(ins: &Instruction, ops: &[&Value]) -> KResult {
         }));
     }
     let data = match Compute::for_result(ty)? {
+        Compute::F32 if accumulation == DotAccumulation::F64 => {
+            // Operands rounded to f32, exact products summed in f64, one rounding at the end
+            // (the accuracy note of `dot`).
+            let a = convert::gather_f32_wide(&input.data, it, &all_in);
+            let k = convert::gather_f32_wide(&kernel.data, kt, &all_k);
+            let v = conv_loop(&a, &k, &g, 0f64, |acc, x, y| acc + x * y);
+            let v = v.into_iter().map(|x| x as f32).collect();
+            convert::from_f32(ty, scatter_out(v, &out_off))
+        }
         Compute::F32 => {
             let a = convert::gather_f32(&input.data, it, &all_in);
             let k = convert::gather_f32(&kernel.data, kt, &all_k);

@@ -82,6 +82,30 @@ pub(crate) fn all_f32(d: &ArrayData, ty: ElementType) -> Vec<f32> {
     }
 }
 
+/// The elements at `offsets` converted to f32 (the operand to result-type conversion) and
+/// widened to f64, where their products are exact (`DotAccumulation::F64`).
+pub(crate) fn gather_f32_wide(d: &ArrayData, ty: ElementType, offsets: &[usize]) -> Vec<f64> {
+    match d {
+        ArrayData::F32(v) => offsets.iter().map(|&o| v[o] as f64).collect(),
+        ArrayData::BF16(v) => offsets.iter().map(|&o| v[o].to_f64()).collect(),
+        ArrayData::F16(v) => offsets.iter().map(|&o| v[o].to_f64()).collect(),
+        _ => offsets
+            .iter()
+            .map(|&o| real(d, ty, o) as f32 as f64)
+            .collect(),
+    }
+}
+
+/// Every element converted to f32 and widened to f64, in buffer order.
+pub(crate) fn all_f32_wide(d: &ArrayData, ty: ElementType) -> Vec<f64> {
+    match d {
+        ArrayData::F32(v) => v.iter().map(|&x| x as f64).collect(),
+        ArrayData::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
+        ArrayData::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
+        _ => (0..d.len()).map(|o| real(d, ty, o) as f32 as f64).collect(),
+    }
+}
+
 /// Every element converted to f64, in buffer order.
 pub(crate) fn all_f64(d: &ArrayData, ty: ElementType) -> Vec<f64> {
     match d {

@@ -2,30 +2,43 @@
 //!
 //! dot is evaluated as a batched matrix product `[batch, M, K] x [batch, K, N]`, whose
 //! `[batch, M, N]` product is exactly the result layout (batch dims, lhs free dims, rhs
-//! free dims). f32/f64 products use the `matrixmultiply` crate (blocked, vectorised, its
-//! own threads splitting each product) on the operands where they lie when their layout
-//! allows, otherwise on a converted copy ([`view`]); integer and complex products copy the
-//! operands ([`convert`]) and use a straightforward i-k-j loop with output rows split
-//! across threads.
-
+//! free dims). Float products use the `matrixmultiply` crate (blocked, vectorised, its own
+//! threads splitting each product) on the operands where they lie when their layout allows,
+//! otherwise on a converted copy ([`view`]); integer and complex products copy the operands
+//! ([`convert`]) and use a straightforward i-k-j loop with output rows split across threads.
+//!
+//! f32/bf16/f16 results are summed as [`DotAccumulation`] says. `XlaCpu` (the default):
+//! f32 fused multiply-adds in XLA:CPU's block order ([`xla_order`]), bit-exact with XLA:CPU
+//! where that order was identified, with a worst-case error of about kc·2^-24·Σ|aᵢbᵢ|
+//! (kc = 512 or 1024). `F64`: every product of two f32 values is exact in f64 and the K-term
+//! sum is accumulated in f64 (dgemm on widened operands), so before the final rounding the
+//! error is at most about K·2^-53·Σ|aᵢbᵢ| (K = 10^4: 1.1e-12 relative to Σ|aᵢbᵢ|); the
+//! result, the f64 sum rounded to f32 (then to bf16/f16, as XLA:CPU rounds its f32 result),
+//! is within 0.5 ulp + 2^-40·Σ|aᵢbᵢ| of the exact value, inside the bound 4·eps·Σ|aᵢbᵢ|
+//! (property test `bound_tests`). It costs about twice the time (f64 lanes are half as many).
+#[cfg(test)]
+mod bound_tests;
 mod conv;
 mod convert;
+mod pred_sum;
 #[cfg(test)]
 mod tests;
 mod view;
+mod xla_order;
 
 pub use conv::convolution;
 
 use super::reduce::{arrays, result_shapes, PARALLEL_WORK};
-use super::{err, EvalError, KResult, Value};
-use crate::hlo::{ArrayData, ArrayLiteral, Instruction};
+use super::{err, DotAccumulation, EvalError, KResult, Value};
+use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction};
 use convert::Compute;
 use num_complex::Complex;
+use pred_sum::{Contract, PredSum};
 use rayon::prelude::*;
-use view::{group_offsets, mat_view};
+use view::{group_offsets, mat_view, MatView};
 
 /// dot: `result[b, m, n] = Σ_k lhs[b, m, k] · rhs[b, k, n]` over the dimension numbers.
-pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
+pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> KResult {
     let ops = arrays(ops)?;
     if ops.len() != 2 {
         return err(format!(
@@ -94,92 +107,131 @@ pub fn dot(ins: &Instruction, ops: &[&Value]) -> KResult {
     let rgroups: [&[usize]; 3] = [&rb, &rc, &rfree];
     let ty = out_shape.ty;
     let (lt, rt) = (lhs.ty(), rhs.ty());
-    // One matrixmultiply call per batch, in f32 (sgemm) or f64 (dgemm), on the operands
-    // where they lie when their layout allows (view.rs).
-    macro_rules! float_gemm {
-        ($gather:ident, $all:ident, $gemm:ident, $zero:expr, $zero_ty:ty, $var:ident) => {{
-            fn direct(a: &ArrayLiteral) -> Option<&[$zero_ty]> {
-                match &a.data {
-                    ArrayData::$var(v) => Some(v),
-                    _ => None,
-                }
-            }
-            let a = mat_view(lhs, lgroups, direct(lhs), |o| match o {
+    if ty == ElementType::Pred {
+        let rule = PredSum::for_operands(lt, rt)?;
+        let (lo, ro) = (group_offsets(lhs, lgroups), group_offsets(rhs, rgroups));
+        let dims = (b, m, n, k);
+        let contract = Contract {
+            i64: &|x, y, madd| row_sums(x, y, dims, 0i64, madd),
+            f64: &|x, y, madd| row_sums(x, y, dims, 0f64, madd),
+            f32: &|x, y, madd| row_sums(x, y, dims, 0f32, madd),
+        };
+        let v = rule.run((&lhs.data, lt, &lo), (&rhs.data, rt, &ro), contract)?;
+        return Ok(Value::array(ArrayLiteral {
+            shape: out_shape,
+            data: ArrayData::Pred(v),
+        }));
+    }
+    // The operands as matrices where they lie when their layout allows (view.rs), else
+    // converted copies; `$gather`/`$all` convert to the compute type.
+    macro_rules! views {
+        ($gather:ident, $all:ident, $direct:expr) => {{
+            let a = mat_view(lhs, lgroups, $direct(lhs), |o| match o {
                 Some(o) => convert::$gather(&lhs.data, lt, o),
                 None => convert::$all(&lhs.data, lt),
             });
-            let bb = mat_view(rhs, rgroups, direct(rhs), |o| match o {
+            let bb = mat_view(rhs, rgroups, $direct(rhs), |o| match o {
                 Some(o) => convert::$gather(&rhs.data, rt, o),
                 None => convert::$all(&rhs.data, rt),
             });
-            let mut c = vec![$zero; b * m * n];
-            // SAFETY: batch bi of `a` is an m x k matrix at a.ptr(bi) with strides (rs, cs)
-            // and of `bb` a k x n one, each inside its buffer (mat_view checked the buffer
-            // holds every element of the shape); block `c` is rows x n with r0 + rows <= m
-            // (r0 = 0: Split::Batches hands over whole batches).
+            (a, bb)
+        }};
+    }
+    // One matrixmultiply dgemm call per batch.
+    let dgemm = |a: &MatView<f64>, bb: &MatView<f64>| {
+        let mut c = vec![0f64; b * m * n];
+        // SAFETY: batch bi of `a` is an m x k matrix at a.ptr(bi) with strides (rs, cs)
+        // and of `bb` a k x n one, each inside its buffer (mat_view checked the buffer
+        // holds every element of the shape); block `c` is m x n (Split::Batches hands
+        // over whole batches).
+        batched(
+            &mut c,
+            (b, m, n, k),
+            Split::Batches,
+            |rows, c, bi, _r0| unsafe {
+                matrixmultiply::dgemm(
+                    rows,
+                    k,
+                    n,
+                    1.0,
+                    a.ptr(bi),
+                    a.rs,
+                    a.cs,
+                    bb.ptr(bi),
+                    bb.rs,
+                    bb.cs,
+                    0.0,
+                    c.as_mut_ptr(),
+                    n as isize,
+                    1,
+                )
+            },
+        );
+        c
+    };
+    let data = match (Compute::for_result(ty)?, accumulation) {
+        (Compute::F32, DotAccumulation::XlaCpu) => {
+            fn direct(a: &ArrayLiteral) -> Option<&[f32]> {
+                match &a.data {
+                    ArrayData::F32(v) => Some(v),
+                    _ => None,
+                }
+            }
+            let (a, bb) = views!(gather_f32, all_f32, direct);
+            let kernel = xla_order::Kernel::for_product(m, (a.cs, bb.rs), lt, rt);
+            let mut c = vec![0f32; b * m * n];
+            // SAFETY: as for dgemm above.
             batched(
                 &mut c,
                 (b, m, n, k),
                 Split::Batches,
                 |rows, c, bi, _r0| unsafe {
-                    matrixmultiply::$gemm(
-                        rows,
-                        k,
-                        n,
-                        1.0,
+                    xla_order::sgemm(
+                        (rows, k, n),
                         a.ptr(bi),
-                        a.rs,
-                        a.cs,
+                        (a.rs, a.cs),
                         bb.ptr(bi),
-                        bb.rs,
-                        bb.cs,
-                        0.0,
-                        c.as_mut_ptr(),
-                        n as isize,
-                        1,
+                        (bb.rs, bb.cs),
+                        c,
+                        kernel,
                     )
                 },
             );
-            c
-        }};
-    }
-    let data = match Compute::for_result(ty)? {
-        Compute::F32 => {
-            let c = float_gemm!(gather_f32, all_f32, sgemm, 0f32, f32, F32);
             convert::from_f32(ty, c)
         }
-        Compute::F64 => ArrayData::F64(float_gemm!(gather_f64, all_f64, dgemm, 0f64, f64, F64)),
-        Compute::I64 => {
+        (Compute::F32, DotAccumulation::F64) => {
+            // Operands rounded to f32 (as XLA converts them) and widened: products exact,
+            // sums in f64, one rounding to f32 at the end (module documentation).
+            fn never(_: &ArrayLiteral) -> Option<&[f64]> {
+                None
+            }
+            let (a, bb) = views!(gather_f32_wide, all_f32_wide, never);
+            convert::from_f32(ty, dgemm(&a, &bb).into_iter().map(|x| x as f32).collect())
+        }
+        (Compute::F64, _) => {
+            fn direct(a: &ArrayLiteral) -> Option<&[f64]> {
+                match &a.data {
+                    ArrayData::F64(v) => Some(v),
+                    _ => None,
+                }
+            }
+            let (a, bb) = views!(gather_f64, all_f64, direct);
+            ArrayData::F64(dgemm(&a, &bb))
+        }
+        (Compute::I64, _) => {
             let a = convert::gather_i64(&lhs.data, lt, &group_offsets(lhs, lgroups))?;
             let bb = convert::gather_i64(&rhs.data, rt, &group_offsets(rhs, rgroups))?;
-            let mut c = vec![0i64; b * m * n];
-            batched(&mut c, (b, m, n, k), Split::Rows, |rows, c, bi, r0| {
-                naive_gemm(
-                    &a[(bi * m + r0) * k..],
-                    &bb[bi * k * n..],
-                    c,
-                    rows,
-                    k,
-                    n,
-                    |acc: i64, x: i64, y: i64| acc.wrapping_add(x.wrapping_mul(y)),
-                )
+            let c = row_sums(&a, &bb, (b, m, n, k), 0i64, |acc: i64, x: i64, y: i64| {
+                acc.wrapping_add(x.wrapping_mul(y))
             });
             convert::from_i64(ty, c)
         }
-        Compute::Complex => {
+        (Compute::Complex, _) => {
             let a = convert::gather_c64(&lhs.data, lt, &group_offsets(lhs, lgroups));
             let bb = convert::gather_c64(&rhs.data, rt, &group_offsets(rhs, rgroups));
-            let mut c = vec![Complex::new(0.0, 0.0); b * m * n];
-            batched(&mut c, (b, m, n, k), Split::Rows, |rows, c, bi, r0| {
-                naive_gemm(
-                    &a[(bi * m + r0) * k..],
-                    &bb[bi * k * n..],
-                    c,
-                    rows,
-                    k,
-                    n,
-                    |acc: Complex<f64>, x, y| acc + x * y,
-                )
+            let zero = Complex::new(0.0, 0.0);
+            let c = row_sums(&a, &bb, (b, m, n, k), zero, |acc: Complex<f64>, x, y| {
+                acc + x * y
             });
             convert::from_c(ty, c)
         }
@@ -258,6 +310,30 @@ fn batched<T: Send>(
             gemm(rows, blk, bi, r0);
         });
     }
+}
+
+/// The `[B, M, N]` sums `madd`-accumulated from `zero` in k order over row-major `[B, M, K]`
+/// and `[B, K, N]` operands, rows split across threads.
+fn row_sums<T: Copy + Send + Sync>(
+    a: &[T],
+    bb: &[T],
+    (b, m, n, k): (usize, usize, usize, usize),
+    zero: T,
+    madd: impl Fn(T, T, T) -> T + Sync,
+) -> Vec<T> {
+    let mut c = vec![zero; b * m * n];
+    batched(&mut c, (b, m, n, k), Split::Rows, |rows, c, bi, r0| {
+        naive_gemm(
+            &a[(bi * m + r0) * k..],
+            &bb[bi * k * n..],
+            c,
+            rows,
+            k,
+            n,
+            &madd,
+        )
+    });
+    c
 }
 
 /// `c[i, j] = Σ_k a[i, k] · b[k, j]` for row-major `a` (rows×k), `b` (k×n), `c` (rows×n).

@@ -8,6 +8,7 @@
 
 use super::scalar_ops::FloatStorage;
 use super::{check_same_dims, map2, result_shape};
+use crate::eval::util::total_order_key;
 use crate::eval::{err, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ComparisonDirection, ComparisonType, Instruction};
 
@@ -57,19 +58,6 @@ where
         D::Le => map2(a, b, |x, y| f(x) <= f(y)),
         D::Gt => map2(a, b, |x, y| f(x) > f(y)),
         D::Ge => map2(a, b, |x, y| f(x) >= f(y)),
-    }
-}
-
-/// Total-order key of a float's bits (`bits` wide): the sign-magnitude value mapped to a
-/// two's-complement integer with the same order.
-#[inline(always)]
-pub(crate) fn total_order_key(bits: u64, width: u32) -> i64 {
-    let sign = (bits >> (width - 1)) & 1;
-    let mag = (bits & ((1u64 << (width - 1)) - 1)) as i64;
-    if sign == 1 {
-        -mag - 1
-    } else {
-        mag
     }
 }
 

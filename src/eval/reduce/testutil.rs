@@ -1,6 +1,6 @@
 //! Helpers shared by the unit tests of the reduction, contraction, gather/scatter and sort
 //! kernels: build argument literals, run a module, read results back.
-use crate::eval::{Evaluator, Value};
+use crate::eval::{EvalOptions, Evaluator, Value};
 use crate::hlo::{parse_module, ArrayData, ArrayLiteral, ArrayShape, ElementType};
 
 /// An array literal of type `ty` from its row-major data.
@@ -31,8 +31,26 @@ pub(crate) fn try_run(
     hlo: &str,
     args: Vec<ArrayLiteral>,
 ) -> Result<Vec<ArrayLiteral>, crate::eval::EvalError> {
+    try_run_with(EvalOptions::default(), hlo, args)
+}
+
+/// Like [`run`], with the given evaluator options.
+pub(crate) fn run_with(
+    options: EvalOptions,
+    hlo: &str,
+    args: Vec<ArrayLiteral>,
+) -> Vec<ArrayLiteral> {
+    try_run_with(options, hlo, args).unwrap_or_else(|e| panic!("evaluation failed: {e}"))
+}
+
+fn try_run_with(
+    options: EvalOptions,
+    hlo: &str,
+    args: Vec<ArrayLiteral>,
+) -> Result<Vec<ArrayLiteral>, crate::eval::EvalError> {
     let m = parse_module(hlo).unwrap_or_else(|e| panic!("parse failed: {e}"));
-    let v = Evaluator::new(&m).run(args.into_iter().map(Value::array).collect())?;
+    let v =
+        Evaluator::with_options(&m, options).run(args.into_iter().map(Value::array).collect())?;
     Ok(v.into_literal()
         .into_leaves()
         .into_iter()

@@ -17,7 +17,7 @@ mod tests;
 
 use super::reduce::scalar::{compare, load, ScalarFn, Sv};
 use super::reduce::{arrays, pack, result_shapes, to_apply};
-use super::util::strides;
+use super::util::{strides, total_order_key};
 use super::{err, EvalError, Evaluator, KResult, Value};
 use crate::hlo::{
     ArrayData, ArrayLiteral, CompId, ComparisonDirection, ComparisonType, Instruction, Opcode,
@@ -193,15 +193,7 @@ fn simple_comparator(
 /// Sign-magnitude total-order keys of a float array, from the stored bits: -NaN < -inf <
 /// ... < -0 < +0 < ... < +inf < +NaN, NaNs ordered by payload.
 fn total_order_keys(a: &ArrayLiteral) -> Result<Vec<i64>, EvalError> {
-    fn key(bits: u64, width: u32) -> i64 {
-        let sign = 1u64 << (width - 1);
-        let mag = (bits & (sign - 1)) as i64;
-        if bits & sign != 0 {
-            -mag - 1
-        } else {
-            mag
-        }
-    }
+    let key = total_order_key;
     Ok(match &a.data {
         ArrayData::F32(v) => v.iter().map(|x| key(x.to_bits() as u64, 32)).collect(),
         ArrayData::F64(v) => v.iter().map(|x| key(x.to_bits(), 64)).collect(),
