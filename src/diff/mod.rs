@@ -10,6 +10,7 @@
 //! - [`metrics`]: abs / rel / ULP metrics of an array pair.
 //! - [`attribution`]: provenance mapping and first-divergence search.
 //! - [`contract`]: postconditions of legalize-intrinsics and legalize-compare.
+//! - [`semantic`]: what the pipeline changed in meaning, found without inputs.
 //! - [`report`]: the report, its JSON schema and its text form.
 
 pub mod attribution;
@@ -18,6 +19,7 @@ pub mod inputs;
 pub mod metrics;
 pub mod pairs;
 pub mod report;
+pub mod semantic;
 pub mod tolerance;
 
 pub use attribution::{Divergence, Example};
@@ -178,6 +180,7 @@ pub fn diff_module_on_devices(
         strict: opts.strict,
         findings: Vec::new(),
         contract_violations: Vec::new(),
+        semantic_changes: Vec::new(),
         estimated_time_us: None,
     };
     let mut transformed = original.clone();
@@ -207,6 +210,8 @@ pub fn diff_module_on_devices(
     });
     let ran: Vec<&str> = report.passes.iter().map(|s| s.as_str()).collect();
     report.contract_violations = contract::check(original, &transformed, &out.provenance, &ran);
+    report.semantic_changes =
+        semantic::find(original, &transformed, &out.provenance, &opts.tolerances);
 
     let mapping = attribution::build_mapping(original, &transformed, &out.provenance);
     let n = original.entry_computation().instructions.len();

@@ -3,6 +3,7 @@
 use super::attribution::{Divergence, PrecisionRow};
 use super::contract::Violation;
 use super::metrics::{Metrics, ULP_BUCKETS};
+use super::semantic::SemanticChange;
 use super::tolerance::Tolerance;
 use crate::device::autocast::AutoCast;
 use crate::device::{Finding, Level};
@@ -82,6 +83,10 @@ impl OutputReport {
 ///                 "kind": "total_order_compare", ..., "message": ".."}],
 ///   "contract_violations": [{"pass": "legalize-compare", "instruction": "..",
 ///                            "origin": "comp/instr", "message": ".."}],
+///   "semantic_changes": [{"instruction": "..", "origin": "comp/instr",
+///                         "kind": "total_order_to_float" | "integer_compare_type" (+ "from", "to")
+///                                 | "table_floor_beyond_tolerance" (+ "function", "dtype"),
+///                         "message": ".."}],
 ///   "estimated_time_us": x | null
 /// }
 /// ```
@@ -115,6 +120,8 @@ pub struct DiffReport {
     pub strict: bool,
     pub findings: Vec<Finding>,
     pub contract_violations: Vec<Violation>,
+    /// What the pipeline changed in meaning, found without inputs (warnings).
+    pub semantic_changes: Vec<SemanticChange>,
     pub estimated_time_us: Option<f64>,
 }
 
@@ -317,6 +324,12 @@ impl DiffReport {
         }
         if let Some(rows) = &self.precision_report {
             render_precision(&mut s, rows, multi);
+        }
+        if !self.semantic_changes.is_empty() {
+            let _ = writeln!(s, "\nchanges of meaning (found without inputs):");
+            for c in &self.semantic_changes {
+                let _ = writeln!(s, "  {c}");
+            }
         }
         if !self.contract_violations.is_empty() {
             let _ = writeln!(s, "\npass postconditions violated:");

@@ -464,3 +464,108 @@ fn small_totalorder_compare_is_flagged_for_every_seed() {
         assert!(!r.passed);
     }
 }
+
+/// The static findings of `diff::semantic` through the correct pipeline (no inputs needed:
+/// the same on any seed): one test per kind.
+fn semantic(path: &str, tolerance_overrides: &[&str]) -> Vec<diff::semantic::SemanticChange> {
+    let m = load(path);
+    let mut t = m.clone();
+    let out = neuron_with(Mutation::None).run(&mut t).unwrap();
+    let mut tolerances = DiffOptions::default().tolerances;
+    tolerances.apply_overrides(tolerance_overrides).unwrap();
+    diff::semantic::find(&m, &t, &out.provenance, &tolerances)
+}
+
+/// The original instruction a change came from (`computation/instruction`).
+fn origin(c: &diff::semantic::SemanticChange) -> &str {
+    c.origin.rsplit('/').next().unwrap_or_default()
+}
+
+#[test]
+fn semantic_change_totalorder_to_float_is_found_at_both_compares() {
+    use diff::semantic::ChangeKind;
+    let found = semantic("tests/fixtures/diff/totalorder_small.hlo", &[]);
+    // Named by the original compare (legalize-compare builds new ones).
+    let at: Vec<(&str, &ChangeKind)> = found.iter().map(|c| (origin(c), &c.kind)).collect();
+    assert_eq!(
+        at,
+        [
+            ("lt", &ChangeKind::TotalOrderToFloat),
+            ("eq", &ChangeKind::TotalOrderToFloat)
+        ]
+    );
+    assert!(found[0].message.contains("NaN") && found[0].message.contains("-0"));
+    // And it reaches the report, whose run the inputs decide separately.
+    let m = load("tests/fixtures/diff/totalorder_small.hlo");
+    let r = run(&m, &neuron_with(Mutation::None), inputs(&m, 0, 0.0));
+    assert_eq!(r.semantic_changes.len(), 2);
+    assert!(r.render().contains("changes of meaning"), "{}", r.render());
+}
+
+#[test]
+fn semantic_change_integer_compare_type_is_found() {
+    use diff::semantic::ChangeKind;
+    let found = semantic("tests/fixtures/diff/compares.hlo", &[]);
+    // compares.hlo: an UNSIGNED compare of s32 and a SIGNED compare of u32, reset by
+    // legalize-compare to their operands' default; the FLOAT, implied and pred ones stay.
+    let at: Vec<(&str, ChangeKind)> = found.iter().map(|c| (origin(c), c.kind.clone())).collect();
+    let change = |from: &str, to: &str| ChangeKind::IntegerCompareType {
+        from: from.into(),
+        to: to.into(),
+    };
+    assert_eq!(
+        at,
+        [
+            ("gt.unsigned_on_s32", change("UNSIGNED", "SIGNED")),
+            ("le.signed_on_u32", change("SIGNED", "UNSIGNED")),
+        ]
+    );
+}
+
+#[test]
+fn semantic_change_table_floor_beyond_tolerance_is_found_only_when_the_tolerance_rejects_it() {
+    use diff::semantic::ChangeKind;
+    assert!(semantic("tests/fixtures/diff/activations.hlo", &[]).is_empty());
+    let found = semantic("tests/fixtures/diff/activations.hlo", &["f32=1ulp"]);
+    assert!(!found.is_empty());
+    for c in &found {
+        match &c.kind {
+            ChangeKind::TableFloorBeyondTolerance { dtype, .. } => assert_eq!(dtype, "f32"),
+            k => panic!("unexpected {k:?}"),
+        }
+        assert!(c.message.contains("2^-24"), "{}", c.message);
+    }
+    // A tolerance with an absolute bound of at least 2^-24 absorbs the floor.
+    assert!(semantic(
+        "tests/fixtures/diff/activations.hlo",
+        &["f32=1ulp+abs:2^-24"]
+    )
+    .is_empty());
+}
+
+/// No semantic change on the correct pipeline over the whole real corpus.
+#[test]
+fn no_semantic_change_on_the_corpus() {
+    let dir = ["../shared/corpus/real", "/work/shared/corpus/real"]
+        .into_iter()
+        .find(|d| std::path::Path::new(d).is_dir())
+        .expect("the corpus");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "hlo"))
+        .collect();
+    files.sort();
+    assert!(files.len() > 10);
+    for p in files {
+        let m = load(p.to_str().unwrap());
+        let pm = PassManager::from_names(NEURON_PIPELINE).unwrap();
+        let mut t = m.clone();
+        let out = pm
+            .run(&mut t)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let found =
+            diff::semantic::find(&m, &t, &out.provenance, &DiffOptions::default().tolerances);
+        assert!(found.is_empty(), "{}: {found:?}", p.display());
+    }
+}
