@@ -351,7 +351,8 @@ fn args_roster_machine_and_tables_files_are_refused_as_outputs() {
 
 #[test]
 fn ctrl_c_ends_the_process_by_sigint() {
-    // A sweep of 10^7 f32 points runs for seconds; SIGINT stops it at once.
+    // A sweep of 10^8 f32 points runs for seconds (10^7 took 0.3 s on an idle machine, so
+    // the signal could come after the end); SIGINT stops it at once.
     let mut child = Command::new(env!("CARGO_BIN_EXE_hlosim"))
         .args([
             "lut",
@@ -360,6 +361,8 @@ fn ctrl_c_ends_the_process_by_sigint() {
             "gelu",
             "--dtype",
             "f32",
+            "--points",
+            "100000000",
             "--quiet",
         ])
         .stdout(Stdio::null())
