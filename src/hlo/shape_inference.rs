@@ -606,9 +606,14 @@ fn pad(inp: &RuleInput) -> Result<Shape, String> {
     ))
 }
 
-fn dot(inp: &RuleInput) -> Result<Shape, String> {
-    let (l, r) = (arr(inp, 0)?, arr(inp, 1)?);
-    let d = inp.attrs.dot.clone().unwrap_or_default();
+/// The checks dot and ragged-dot share: equal numbers of lhs and rhs batch and contracting
+/// dimensions, each in range, paired ones of equal size. Returns the lhs and rhs batch then
+/// contracting dimensions.
+pub fn dot_dimensions(
+    l: &ArrayShape,
+    r: &ArrayShape,
+    d: &super::instruction::DotDims,
+) -> Result<(Vec<i64>, Vec<i64>), String> {
     if d.lhs_batch.len() != d.rhs_batch.len() || d.lhs_contracting.len() != d.rhs_contracting.len()
     {
         return Err(
@@ -637,6 +642,13 @@ fn dot(inp: &RuleInput) -> Result<Shape, String> {
             ));
         }
     }
+    Ok((ldims, rdims))
+}
+
+fn dot(inp: &RuleInput) -> Result<Shape, String> {
+    let (l, r) = (arr(inp, 0)?, arr(inp, 1)?);
+    let d = inp.attrs.dot.clone().unwrap_or_default();
+    let (ldims, rdims) = dot_dimensions(l, r, &d)?;
     let mut want: Vec<i64> = d.lhs_batch.iter().map(|&b| l.dims[b as usize]).collect();
     want.extend(
         (0..l.rank() as i64)

@@ -464,7 +464,8 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
             ctx.expect_dims(&o.dims)?;
         }
         O::DynamicSlice | O::DynamicUpdateSlice => verify_dynamic_slice(ctx)?,
-        O::Gather => verify_gather(ctx)?,
+        // Dimension numbers, slice sizes and result dimensions: shape_inference's gather rule.
+        O::Gather => expect_rule_dims(ctx)?,
         O::Scatter => verify_scatter(ctx)?,
         O::Convolution => verify_convolution(ctx)?,
         O::RngBitGenerator => {
@@ -859,82 +860,6 @@ fn verify_dynamic_slice(ctx: &Ctx) -> Result<(), VerifyError> {
         }
         ctx.expect_dims(&o.dims)
     }
-}
-
-fn verify_gather(ctx: &Ctx) -> Result<(), VerifyError> {
-    let ins = ctx.ins;
-    let o = ctx.op_array(0)?.clone();
-    let idx = ctx.op_array(1)?.clone();
-    if !idx.ty.is_integer() {
-        return ctx.err(format!("gather indices must be integers, found {idx}"));
-    }
-    let Some(g) = &ins.attrs.gather else {
-        return ctx.err("gather needs dimension numbers");
-    };
-    let Some(sizes) = &ins.attrs.slice_sizes else {
-        return ctx.err("gather needs slice_sizes=");
-    };
-    if sizes.len() != o.rank() || sizes.iter().zip(&o.dims).any(|(&s, &d)| s < 0 || s > d) {
-        return ctx.err(format!("slice_sizes {sizes:?} do not fit operand {o}"));
-    }
-    let ivd = g.index_vector_dim;
-    let index_len = index_vector_length(ctx, ivd, &idx)?;
-    if g.start_index_map.len() as i64 != index_len {
-        return ctx.err(format!(
-            "start_index_map {:?} must have {index_len} entries",
-            g.start_index_map
-        ));
-    }
-    let mut mapped = g.start_index_map.clone();
-    mapped.extend(&g.operand_batching_dims);
-    check_dims_in_range(
-        ctx,
-        &mapped,
-        o.rank(),
-        "start_index_map/operand_batching dimension",
-    )?;
-    let mut dropped = g.collapsed_slice_dims.clone();
-    dropped.extend(&g.operand_batching_dims);
-    check_dims_in_range(ctx, &dropped, o.rank(), "collapsed/batching dimension")?;
-    for &d in &dropped {
-        if sizes[d as usize] > 1 {
-            return ctx.err(format!(
-                "collapsed or batching dimension {d} must have slice size 0 or 1"
-            ));
-        }
-    }
-    let batch_rank = idx.rank() - usize::from((ivd as usize) < idx.rank());
-    let out_rank = batch_rank + o.rank() - dropped.len();
-    if g.offset_dims.len() != o.rank() - dropped.len() {
-        return ctx.err(format!(
-            "offset_dims {:?} must have {} entries",
-            g.offset_dims,
-            o.rank() - dropped.len()
-        ));
-    }
-    check_dims_in_range(ctx, &g.offset_dims, out_rank, "offset dimension")?;
-    let r = ctx.result_array()?;
-    if r.rank() != out_rank {
-        return ctx.err(format!("gather result {r} should have rank {out_rank}"));
-    }
-    let mut offsets = (0..o.rank() as i64)
-        .filter(|d| !dropped.contains(d))
-        .map(|d| sizes[d as usize]);
-    let mut batch = (0..idx.rank())
-        .filter(|&d| d as i64 != ivd)
-        .map(|d| idx.dims[d]);
-    let mut want = Vec::new();
-    for i in 0..out_rank as i64 {
-        want.push(
-            if g.offset_dims.contains(&i) {
-                offsets.next()
-            } else {
-                batch.next()
-            }
-            .unwrap_or(0),
-        );
-    }
-    ctx.expect_dims(&want)
 }
 
 fn verify_scatter(ctx: &Ctx) -> Result<(), VerifyError> {

@@ -31,15 +31,7 @@ pub(super) fn reduce_as_reshape(ins: &Instruction, inputs: &[&ArrayLiteral]) -> 
     if !keeps_count || outs.len() != inputs.len() {
         return None;
     }
-    let values = outs
-        .into_iter()
-        .zip(inputs)
-        .map(|(shape, a)| ArrayLiteral {
-            shape,
-            data: a.data.clone(),
-        })
-        .collect();
-    Some(Ok(pack(ins, values)))
+    Some(Ok(inputs_as_results(ins, outs, inputs)))
 }
 
 /// The value of a checked `reduce-window` when XLA rewrites it into its operands (rank 0);
@@ -51,7 +43,17 @@ pub(super) fn reduce_window_as_operands(
     if inputs.first().is_none_or(|a| a.shape.rank() != 0) {
         return None;
     }
-    let values = result_shapes(ins)
+    Some(Ok(inputs_as_results(ins, result_shapes(ins), inputs)))
+}
+
+/// The inputs' data under the result shapes (what the rewrites leave: a reshape, or the
+/// operand itself), packed as the instruction's value.
+fn inputs_as_results(
+    ins: &Instruction,
+    shapes: Vec<crate::hlo::ArrayShape>,
+    inputs: &[&ArrayLiteral],
+) -> crate::eval::Value {
+    let values = shapes
         .into_iter()
         .zip(inputs)
         .map(|(shape, a)| ArrayLiteral {
@@ -59,7 +61,7 @@ pub(super) fn reduce_window_as_operands(
             data: a.data.clone(),
         })
         .collect();
-    Some(Ok(pack(ins, values)))
+    pack(ins, values)
 }
 
 #[cfg(test)]

@@ -21,33 +21,7 @@ pub(super) fn verify_ragged_dot(ctx: &Ctx) -> Result<(), VerifyError> {
     }
     let d = ctx.ins.attrs.dot.clone().unwrap_or_default();
     let rd = ctx.ins.attrs.ragged_dot.clone().unwrap_or_default();
-    if d.lhs_batch.len() != d.rhs_batch.len() || d.lhs_contracting.len() != d.rhs_contracting.len()
-    {
-        return ctx
-            .err("dot batch/contracting dimension lists differ in length between lhs and rhs");
-    }
-    let ldims: Vec<i64> = d
-        .lhs_batch
-        .iter()
-        .chain(&d.lhs_contracting)
-        .copied()
-        .collect();
-    let rdims: Vec<i64> = d
-        .rhs_batch
-        .iter()
-        .chain(&d.rhs_contracting)
-        .copied()
-        .collect();
-    check_dims_in_range(ctx, &ldims, l.rank(), "lhs dot dimension")?;
-    check_dims_in_range(ctx, &rdims, r.rank(), "rhs dot dimension")?;
-    for (&a, &b) in ldims.iter().zip(&rdims) {
-        if l.dims[a as usize] != r.dims[b as usize] {
-            return ctx.err(format!(
-                "dot dimension sizes differ: lhs {a} is {}, rhs {b} is {}",
-                l.dims[a as usize], r.dims[b as usize]
-            ));
-        }
-    }
+    let (ldims, rdims) = shape_inference::dot_dimensions(&l, &r, &d).or_else(|e| ctx.err(e))?;
     let [ragged] = rd.lhs_ragged[..] else {
         return ctx.err(format!(
             "ragged-dot needs exactly one lhs_ragged_dims entry, found {:?}",
