@@ -87,6 +87,32 @@ impl AutoCastArgs {
         self.auto_cast.is_some() || self.stochastic_rounding || self.auto_cast_type != TypeArg::Bf16
     }
 
+    /// The options as command-line flags (for a command that must reproduce this run).
+    pub fn as_flags(&self) -> Vec<String> {
+        use clap::ValueEnum;
+        let name = |v: Option<clap::builder::PossibleValue>| {
+            v.map(|p| p.get_name().to_string()).unwrap_or_default()
+        };
+        let mut f = Vec::new();
+        if let Some(m) = self.auto_cast {
+            f.extend(["--auto-cast".to_string(), name(m.to_possible_value())]);
+        }
+        if self.auto_cast_type != TypeArg::Bf16 {
+            f.extend([
+                "--auto-cast-type".to_string(),
+                name(self.auto_cast_type.to_possible_value()),
+            ]);
+        }
+        if self.stochastic_rounding {
+            f.extend([
+                "--stochastic-rounding".to_string(),
+                "--stochastic-rounding-seed".to_string(),
+                self.stochastic_rounding_seed.to_string(),
+            ]);
+        }
+        f
+    }
+
     /// A note when options were given that do nothing because the auto-cast is off.
     pub fn warn_if_unused(&self, cast: &AutoCast) {
         if !cast.is_on() && (self.stochastic_rounding || self.auto_cast_type != TypeArg::Bf16) {

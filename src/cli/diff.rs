@@ -6,7 +6,7 @@ use super::common::{load_module, shown, TransformArgs};
 use super::exit::Exit;
 use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
 use hlosim::device::DeviceConfig;
-use hlosim::diff::{self, DiffOptions, InputOptions, Tolerances};
+use hlosim::diff::{self, Against, AgainstMode, DiffError, DiffOptions, InputOptions, Tolerances};
 use hlosim::passes::PassManager;
 use std::path::PathBuf;
 
@@ -28,6 +28,19 @@ pub struct Args {
     pub edge_fraction: f64,
     #[command(flatten)]
     pub transform: TransformArgs,
+    /// Compare the module with another one of the same entry signature instead of with its
+    /// own transformed copy: MODULE runs with reference semantics, B.hlo on the device model
+    /// (see --against-mode). No pass runs on B.hlo unless --pipeline or --passes is given.
+    #[arg(long, value_name = "B.hlo")]
+    pub against: Option<PathBuf>,
+    /// If the diff fails, write its smallest reproducer into DIR: reduced.hlo, args.npz and
+    /// repro.sh (see `hlosim reduce --help`). Single device, no --against.
+    #[arg(long, value_name = "DIR", conflicts_with = "against")]
+    pub reduce: Option<PathBuf>,
+    /// How --against's module runs: `device` (the device model) or `reference` (reference
+    /// semantics, like MODULE: compares the two modules' meanings).
+    #[arg(long, value_enum, default_value_t = AgainstModeArg::Device, requires = "against")]
+    pub against_mode: AgainstModeArg,
     /// Machine model for the time estimate: trn1, trn2, trn3, or a machine TOML file.
     #[arg(long, default_value = DEFAULT_MACHINE)]
     pub machine: String,
@@ -76,9 +89,28 @@ pub struct Args {
     pub max_iterations: Option<usize>,
 }
 
+/// `--against-mode`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgainstModeArg {
+    Device,
+    Reference,
+}
+
 const AFTER_HELP: &str = "\
 Transform: --pipeline neuron (the default when neither --pipeline nor --passes is given) or
 --passes a,b,...
+
+Against another module (--against B.hlo): compares MODULE (reference semantics) with B.hlo
+(the device model, or reference semantics with --against-mode reference), e.g. the HLO a
+compiler printed before and after a pass, or two framework versions of one graph. The entry
+computations must take and return the same shapes (else exit 2). Instructions are matched by
+name, then by metadata op_name (the framework op's instructions, in order), then by position
+in post order among those left (each with the next one of the same opcode and shape); the
+report counts each rule and every divergence says which rule matched it. Unmatched
+instructions are not compared. No pass runs on B.hlo unless --pipeline or --passes is given.
+
+Reduce (--reduce DIR): if the diff fails, also write the smallest module that fails the same
+way, its arguments and the command that reproduces it (see `hlosim reduce --help`).
 
 Several devices (--replicas N, or implied by the module's replica groups): both runs execute
 on N simulated devices; --args then reads d{d}/arg{j} (or arg{j} for every device), and every
@@ -127,15 +159,29 @@ pub fn run(a: Args) -> Result<Exit, String> {
     let machine = Machine::resolve(&a.machine).map_err(|e| e.to_string())?;
     let mut tolerances = Tolerances::default();
     tolerances.apply_overrides(&a.tolerance)?;
+    if let Some(dir) = &a.reduce {
+        super::reduce::check_dir(dir)?;
+    }
     let module = load_module(&a.module)?;
+    if a.against.as_deref().is_some_and(super::common::is_stdin)
+        && super::common::is_stdin(&a.module)
+    {
+        return Err("the module and --against cannot both be read from standard input".into());
+    }
+    let against = a.against.as_deref().map(load_module).transpose()?;
     let names = match a.transform.names() {
-        n if n.is_empty() => hlosim::passes::NEURON_PIPELINE
+        n if n.is_empty() && against.is_none() => hlosim::passes::NEURON_PIPELINE
             .iter()
             .map(|s| s.to_string())
             .collect(),
         n => n,
     };
     let pipeline = PassManager::from_names(&names).map_err(|e| e.to_string())?;
+    if against.is_some() && a.against_mode == AgainstModeArg::Reference && a.auto_cast.is_given() {
+        return Err(
+            "--auto-cast models the device; it has no effect with --against-mode reference".into(),
+        );
+    }
     let auto_cast = a
         .auto_cast
         .resolve(hlosim::device::autocast::CastMode::None, &machine);
@@ -193,8 +239,26 @@ pub fn run(a: Args) -> Result<Exit, String> {
         precision_report: a.precision_report,
         stats: recorder.as_ref().map(|r| [r.sink(), r.sink()]),
     };
-    let report = diff::diff_module_on_devices(&module, &pipeline, args, config, &opts)
-        .map_err(|e| format!("{}: {e}", shown(&a.module)))?;
+    let target = match &against {
+        None => Against::Pipeline(&pipeline),
+        Some(b) => Against::Module {
+            module: b,
+            pipeline: (!names.is_empty()).then_some(&pipeline),
+            mode: match a.against_mode {
+                AgainstModeArg::Device => AgainstMode::Device,
+                AgainstModeArg::Reference => AgainstMode::Reference,
+            },
+        },
+    };
+    let reduce_args = a.reduce.as_ref().and_then(|_| args.first().cloned());
+    let report = diff::diff_against(&module, target, args, config.clone(), &opts).map_err(|e| {
+        match (&e, &a.against) {
+            (DiffError::Signature(_), Some(b)) => {
+                format!("{} against {}: {e}", shown(&a.module), shown(b))
+            }
+            _ => format!("{}: {e}", shown(&a.module)),
+        }
+    })?;
     if a.json {
         println!(
             "{}",
@@ -202,6 +266,24 @@ pub fn run(a: Args) -> Result<Exit, String> {
         );
     } else {
         print!("{}", report.render());
+    }
+    if let (Some(dir), Some(args), false) = (&a.reduce, &reduce_args, report.passed) {
+        if devices > 1 {
+            return Err(format!(
+                "--reduce: {}",
+                diff::reduce::ReduceError::MultiDevice(devices)
+            ));
+        }
+        let reduction = diff::reduce::reduce(&module, &pipeline, args, &config, &opts, &report)
+            .map_err(|e| format!("{}: --reduce: {e}", shown(&a.module)))?;
+        let mut extra = a.auto_cast.as_flags();
+        if !a.tolerance.is_empty() {
+            extra.extend(["--tolerance".to_string(), a.tolerance.join(",")]);
+        }
+        if a.strict {
+            extra.push("--strict".into());
+        }
+        print!("{}", super::reduce::write(dir, &reduction, &names, &extra)?);
     }
     if let (Some(r), Some([reference, device])) = (&recorder, &opts.stats) {
         eprint!(

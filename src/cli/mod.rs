@@ -10,6 +10,7 @@ mod lut;
 mod opt;
 mod parse;
 mod profile;
+mod reduce;
 mod run;
 mod stats;
 
@@ -48,6 +49,9 @@ pub enum Command {
     /// the transformed module (same inputs): per-output errors, the first divergent
     /// instruction, device findings.
     Diff(diff::Args),
+    /// Reduce a failing diff to the smallest module that fails the same way, and write it
+    /// with its arguments and the command that reproduces it.
+    Reduce(reduce::Args),
 }
 
 /// Runs a parsed command line. An `Err` is bad input or a resource limit (exit 2, printed by
@@ -62,6 +66,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, String> {
         Command::Lut(a) => lut::run(a),
         Command::Profile(a) => profile::run(a),
         Command::Diff(a) => diff::run(a),
+        Command::Reduce(a) => reduce::run(a),
     }
     .map_err(|e| common::bounded(&e))
 }

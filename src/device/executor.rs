@@ -141,6 +141,33 @@ pub fn execute_on_device(
     execute_on_device_observed(module, args, config, None)
 }
 
+/// Runs `module` with reference semantics only (no activation engine, no compare unit, no
+/// auto-cast), with the same observer as [`execute_on_device_observed`]: `hlosim diff A
+/// --against B --against-mode reference` compares two modules' meanings without the device.
+pub fn execute_reference_observed<'o>(
+    module: &Module,
+    args: Vec<Value>,
+    replica: crate::eval::Replica,
+    observer: &'o mut DeviceObserver<'o>,
+) -> Result<DeviceRun, crate::eval::EvalError> {
+    /// Hooks that only watch.
+    struct Watch<'o>(&'o mut DeviceObserver<'o>);
+    impl Hooks for Watch<'_> {
+        fn observe(&mut self, module: &Module, _c: CompId, id: InstrId, value: &Value) {
+            (self.0)(module, id, value)
+        }
+    }
+    let mut ev = Evaluator::with_hooks(module, Box::new(Watch(observer)));
+    ev.set_replica(replica);
+    Ok(DeviceRun {
+        result: ev.run(args)?,
+        findings: Vec::new(),
+        loads: Vec::new(),
+        auto_cast: AutoCast::none(),
+        cast_instructions: 0,
+    })
+}
+
 /// [`execute_on_device`] with an observer that sees every entry-computation value as it is
 /// computed (used by `hlosim diff` to attribute divergences to instructions).
 pub fn execute_on_device_observed<'o>(

@@ -14,5 +14,8 @@ pub mod roster;
 pub mod schedule;
 pub mod trace;
 
-pub use executor::{execute_on_device, execute_on_device_observed, DeviceConfig, DeviceRun};
+pub use executor::{
+    execute_on_device, execute_on_device_observed, execute_reference_observed, DeviceConfig,
+    DeviceRun,
+};
 pub use findings::{Finding, FindingKind, Level};

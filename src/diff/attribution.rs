@@ -75,6 +75,10 @@ pub struct Divergence {
     pub metrics: Metrics,
     /// A few elements beyond tolerance.
     pub examples: Vec<Example>,
+    /// `--against`: the rule that matched the device instruction with the original one
+    /// (name, metadata op_name, position); absent when a pipeline's provenance did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched_by: Option<super::MatchedBy>,
 }
 
 /// The element at `flat` of each operand value of an elementwise instruction with `len`
@@ -821,6 +825,7 @@ impl Comparer<'_> {
                 opcode: oins.opcode.name().to_string(),
                 position,
                 device_instruction: tname.clone(),
+                matched_by: None,
                 operands_differed,
                 amplified: why == Cause::Amplified,
                 precision: why == Cause::Precision,

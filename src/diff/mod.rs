@@ -9,21 +9,26 @@
 //! - [`tolerance`]: per-dtype tolerances and their text form.
 //! - [`metrics`]: abs / rel / ULP metrics of an array pair.
 //! - [`attribution`]: provenance mapping and first-divergence search.
+//! - [`matching`]: which instruction of another module stands for which (`--against`).
 //! - [`contract`]: postconditions of legalize-intrinsics and legalize-compare.
 //! - [`semantic`]: what the pipeline changed in meaning, found without inputs.
+//! - [`reduce`]: the smallest module that fails the same way, for a failing diff.
 //! - [`report`]: the report, its JSON schema and its text form.
 
 pub mod attribution;
 pub mod contract;
 pub mod inputs;
+pub mod matching;
 pub mod metrics;
 pub mod pairs;
+pub mod reduce;
 pub mod report;
 pub mod semantic;
 pub mod tolerance;
 
 pub use attribution::{Divergence, Example};
 pub use inputs::{generate as generate_inputs, InputOptions};
+pub use matching::{MatchCounts, MatchedBy};
 pub use metrics::{compare_arrays, Metrics};
 pub use report::{DiffReport, OutputReport};
 pub use tolerance::{Tolerance, Tolerances};
@@ -31,12 +36,12 @@ pub use tolerance::{Tolerance, Tolerances};
 use crate::device::autocast::CastHooks;
 use crate::device::machine::Machine;
 use crate::device::schedule::profile_module_with;
-use crate::device::{execute_on_device_observed, DeviceConfig};
+use crate::device::{execute_on_device_observed, execute_reference_observed, DeviceConfig};
 use crate::eval::memory::MemoryBudget;
 use crate::eval::replicas::run_with_budget;
 use crate::eval::{Evaluator, NoHooks, Value};
 use crate::hlo::{InstrId, Module};
-use crate::passes::{PassError, PassManager};
+use crate::passes::{PassError, PassManager, PipelineOutput, Provenance};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Mutex;
@@ -95,6 +100,33 @@ pub enum DiffError {
     /// The reference evaluator failed on the original module.
     #[error("reference evaluation failed: {0}")]
     Reference(crate::eval::EvalError),
+    /// `--against`: the two modules' entry computations take or return different shapes.
+    #[error("the two modules cannot be compared: their entry signatures differ: {0}")]
+    Signature(String),
+}
+
+/// What the original module is compared with.
+#[derive(Clone, Copy)]
+pub enum Against<'a> {
+    /// The original transformed by a pipeline (`hlosim diff M`).
+    Pipeline(&'a PassManager),
+    /// Another module with the same entry signature (`hlosim diff A --against B`), run on
+    /// the device model or with reference semantics; a pipeline runs on it first if given.
+    Module {
+        module: &'a Module,
+        pipeline: Option<&'a PassManager>,
+        mode: AgainstMode,
+    },
+}
+
+/// How `--against`'s module runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgainstMode {
+    /// On the device model (activation tables, compare unit, auto-cast if asked).
+    Device,
+    /// With reference semantics, like the original: compares the two modules' meanings.
+    Reference,
 }
 
 /// Runs the differential test. `pipeline` transforms a copy of `original` (inject any
@@ -156,6 +188,20 @@ pub fn diff_module_on_devices(
     device: DeviceConfig,
     opts: &DiffOptions,
 ) -> Result<DiffReport, DiffError> {
+    diff_against(original, Against::Pipeline(pipeline), args, device, opts)
+}
+
+/// The differential test of `original` (reference semantics) against what `against` names,
+/// on `args.len()` simulated devices (`args[d]` are device d's arguments). With
+/// [`Against::Module`], instructions are matched by [`matching`] and each divergence says
+/// which rule matched it.
+pub fn diff_against(
+    original: &Module,
+    against: Against<'_>,
+    args: Vec<Vec<Value>>,
+    device: DeviceConfig,
+    opts: &DiffOptions,
+) -> Result<DiffReport, DiffError> {
     let devices = args.len();
     let mut report = DiffReport {
         module: original.name.clone(),
@@ -167,6 +213,7 @@ pub fn diff_module_on_devices(
         passed: false,
         transform_error: None,
         device_error: None,
+        device_error_at: None,
         outputs: Vec::new(),
         output_errors: Vec::new(),
         first_divergence: None,
@@ -182,9 +229,45 @@ pub fn diff_module_on_devices(
         contract_violations: Vec::new(),
         semantic_changes: Vec::new(),
         estimated_time_us: None,
+        against: None,
     };
-    let mut transformed = original.clone();
-    let out = match pipeline.run(&mut transformed) {
+    let (mut transformed, pipeline, seed, matching, mode) = match against {
+        Against::Pipeline(p) => (
+            original.clone(),
+            Some(p),
+            Provenance::new(),
+            None,
+            AgainstMode::Device,
+        ),
+        Against::Module {
+            module,
+            pipeline,
+            mode,
+        } => {
+            crate::hlo::verify_module(module)
+                .map_err(|e| DiffError::Pipeline(PassError::InvalidInput(e)))?;
+            if let Some(why) = matching::signature_mismatch(original, module) {
+                return Err(DiffError::Signature(why));
+            }
+            let m = matching::match_entries(original, module);
+            let prov = m.provenance(original, module);
+            report.against = Some(report::AgainstReport {
+                module: module.name.clone(),
+                mode,
+                matched: m.counts.clone(),
+            });
+            (module.clone(), pipeline, prov, Some(m), mode)
+        }
+    };
+    let ran = match pipeline {
+        Some(p) => p.run_from(&mut transformed, seed),
+        None => Ok(PipelineOutput {
+            changed: false,
+            runs: Vec::new(),
+            provenance: seed,
+        }),
+    };
+    let out = match ran {
         Ok(o) => o,
         Err(
             e @ (PassError::InvalidInput(_)
@@ -325,12 +408,22 @@ pub fn diff_module_on_devices(
             device: d,
         };
         let config = DeviceConfig {
-            replica: rep,
+            replica: rep.clone(),
             ..device.clone()
         };
         let run = {
             let mut obs = |m: &Module, id: InstrId, v: &Value| cmp.observe(m, id, v);
-            execute_on_device_observed(transformed, take(&device_args, d), config, Some(&mut obs))
+            match mode {
+                AgainstMode::Device => execute_on_device_observed(
+                    transformed,
+                    take(&device_args, d),
+                    config,
+                    Some(&mut obs),
+                ),
+                AgainstMode::Reference => {
+                    execute_reference_observed(transformed, take(&device_args, d), rep, &mut obs)
+                }
+            }
         };
         if let Ok(mut f) = found[d].lock() {
             *f = DeviceFindings {
@@ -420,7 +513,22 @@ pub fn diff_module_on_devices(
                 }
             }
         }
-        Err(e) => report.device_error = Some(e.to_string()),
+        Err(e) => {
+            report.device_error_at = e.computation.clone().zip(e.instruction.clone());
+            report.device_error = Some(e.to_string());
+        }
+    }
+    if let Some(m) = &matching {
+        for d in [
+            &mut report.first_divergence,
+            &mut report.first_amplified,
+            &mut report.first_precision,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            d.matched_by = m.rule_for(original, &d.instruction);
+        }
     }
     report.passed = report.compute_passed();
     Ok(report)

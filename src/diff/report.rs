@@ -87,7 +87,11 @@ impl OutputReport {
 ///                         "kind": "total_order_to_float" | "integer_compare_type" (+ "from", "to")
 ///                                 | "table_floor_beyond_tolerance" (+ "function", "dtype"),
 ///                         "message": ".."}],
-///   "estimated_time_us": x | null
+///   "estimated_time_us": x | null,
+///   "against": {"module": "name", "mode": "device" | "reference",   // --against only
+///               "matched": {"by_name": n, "by_op_name": n, "by_position": n,
+///                           "unmatched": n}}
+///   // --against: first_divergence etc. also carry "matched_by": "name" | "op_name" | "position"
 /// }
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -102,6 +106,10 @@ pub struct DiffReport {
     pub passed: bool,
     pub transform_error: Option<String>,
     pub device_error: Option<String>,
+    /// Where the device run stopped: (computation, instruction) of the transformed module.
+    /// Not in the JSON (`device_error` says it in words); [`super::reduce`] pins it.
+    #[serde(skip)]
+    pub device_error_at: Option<(String, String)>,
     pub outputs: Vec<OutputReport>,
     pub output_errors: Vec<String>,
     pub first_divergence: Option<Divergence>,
@@ -123,6 +131,19 @@ pub struct DiffReport {
     /// What the pipeline changed in meaning, found without inputs (warnings).
     pub semantic_changes: Vec<SemanticChange>,
     pub estimated_time_us: Option<f64>,
+    /// `--against`: the other module, how it ran and how its instructions were matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<AgainstReport>,
+}
+
+/// What `hlosim diff A --against B` compared A with.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgainstReport {
+    /// B's module name.
+    pub module: String,
+    pub mode: super::AgainstMode,
+    /// How many of B's entry instructions each matching rule paired with one of A's.
+    pub matched: super::MatchCounts,
 }
 
 impl DiffReport {
@@ -142,12 +163,39 @@ impl DiffReport {
     /// The readable report: a header, one line per output, the first divergence, findings.
     pub fn render(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "module {}: reference vs device after [{}]",
-            self.module,
-            self.passes.join(", ")
-        );
+        match &self.against {
+            None => {
+                let _ = writeln!(
+                    s,
+                    "module {}: reference vs device after [{}]",
+                    self.module,
+                    self.passes.join(", ")
+                );
+            }
+            Some(a) => {
+                let m = &a.matched;
+                let _ = writeln!(
+                    s,
+                    "module {} (reference) against module {} ({}{})",
+                    self.module,
+                    a.module,
+                    match a.mode {
+                        super::AgainstMode::Device => "device",
+                        super::AgainstMode::Reference => "reference",
+                    },
+                    if self.passes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", after [{}]", self.passes.join(", "))
+                    }
+                );
+                let _ = writeln!(
+                    s,
+                    "instructions matched: {} by name, {} by metadata op_name, {} by position in post order, {} unmatched (not compared)",
+                    m.by_name, m.by_op_name, m.by_position, m.unmatched
+                );
+            }
+        }
         let _ = writeln!(
             s,
             "inputs: {}{}{}",
@@ -427,7 +475,7 @@ fn render_instruction(
     let m = &d.metrics;
     let _ = writeln!(
         s,
-        "\n{title}: {}{} ({}) [device: {}]: {} of {} elements beyond tolerance, max ulp {}{} ({count} {kind} instruction{})",
+        "\n{title}: {}{} ({}) [device: {}{}]: {} of {} elements beyond tolerance, max ulp {}{} ({count} {kind} instruction{})",
         if multi {
             format!("on device {}, ", d.device)
         } else {
@@ -436,6 +484,9 @@ fn render_instruction(
         d.instruction,
         d.opcode,
         d.device_instruction,
+        d.matched_by
+            .map(|r| format!(", matched by {r}"))
+            .unwrap_or_default(),
         m.beyond_tolerance,
         m.elements,
         m.max_ulp,

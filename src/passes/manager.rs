@@ -107,6 +107,16 @@ impl PassManager {
     /// Runs the passes on `module`. The input must verify; so must the module after each
     /// pass, or the error names the pass.
     pub fn run(&self, module: &mut Module) -> Result<PipelineOutput, PassError> {
+        self.run_from(module, Provenance::new())
+    }
+
+    /// [`PassManager::run`] on a module whose instructions already have origins elsewhere
+    /// (`prov`): the output's provenance leads back through them.
+    pub fn run_from(
+        &self,
+        module: &mut Module,
+        mut prov: Provenance,
+    ) -> Result<PipelineOutput, PassError> {
         verify_module(module).map_err(PassError::InvalidInput)?;
         if let Some(d) = &self.dump_dir {
             std::fs::create_dir_all(d).map_err(|error| PassError::Dump {
@@ -114,7 +124,6 @@ impl PassManager {
                 error,
             })?;
         }
-        let mut prov = Provenance::new();
         let mut runs = Vec::with_capacity(self.passes.len());
         let mut any = false;
         for (i, pass) in self.passes.iter().enumerate() {

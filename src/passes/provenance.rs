@@ -172,6 +172,12 @@ impl Provenance {
         }
     }
 
+    /// Records `instr`'s origin outright: a matching of two modules that no pass relates
+    /// (`hlosim diff A --against B`) seeds the log with it before any pass runs on B.
+    pub fn record(&mut self, instr: InstrRef, origin: InstrRef) {
+        self.recorded.insert(instr, Origin::identity(&origin));
+    }
+
     /// Records that the new instruction `comp/name` derives from `from_comp/from` (an
     /// instruction of the module as it is before the pass removes anything): it takes over
     /// that instruction's origin.

@@ -11,7 +11,7 @@ use hlosim::hlo::{parse_module, ArrayData, Module};
 use hlosim::passes::mutants::{self, Mutation};
 use hlosim::passes::{registry, Pass, PassManager, NEURON_PIPELINE};
 
-const SUITE: &[&str] = &[
+pub(crate) const SUITE: &[&str] = &[
     "tests/fixtures/diff/activations.hlo",
     "tests/fixtures/diff/softmax_second_operand.hlo",
     "tests/fixtures/diff/compares.hlo",
@@ -23,12 +23,12 @@ const SUITE: &[&str] = &[
     "models/hlo/llama_mlp_silu.hlo",
 ];
 
-fn load(path: &str) -> Module {
+pub(crate) fn load(path: &str) -> Module {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     parse_module(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-fn inputs(m: &Module, seed: u64, edge_fraction: f64) -> Vec<Value> {
+pub(crate) fn inputs(m: &Module, seed: u64, edge_fraction: f64) -> Vec<Value> {
     diff::generate_inputs(
         m,
         &TableSet::trainium(),
@@ -59,7 +59,7 @@ fn run_cast(m: &Module, pm: &PassManager, args: Vec<Value>, auto_cast: AutoCast)
     .unwrap_or_else(|e| panic!("{}: {e}", m.name))
 }
 
-fn neuron_with(m: Mutation) -> PassManager {
+pub(crate) fn neuron_with(m: Mutation) -> PassManager {
     let mut passes: Vec<Box<dyn Pass>> = NEURON_PIPELINE[..3]
         .iter()
         .map(|n| registry::make(n).unwrap())
