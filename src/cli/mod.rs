@@ -12,6 +12,7 @@ mod parse;
 mod profile;
 mod run;
 mod stats;
+mod sweep;
 
 use clap::{Parser, Subcommand};
 

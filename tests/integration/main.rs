@@ -21,6 +21,7 @@ mod device;
 mod diff_cli;
 mod diff_corpus;
 mod diff_suite;
+mod diff_sweep;
 mod eval_corpus;
 mod files_safety;
 mod forms;
