@@ -218,7 +218,7 @@ fn a_failing_case_exits_1() {
 }
 
 /// The output is refused (exit 2, nothing run, nothing written) when it is one of the
-/// modules, and the options of a single diff are refused in a sweep.
+/// modules, the options of a single diff are refused in a sweep, and a failed write is exit 2.
 #[test]
 fn the_output_is_never_an_input_and_single_diff_options_are_refused() {
     let d = scratch_dir(
@@ -264,6 +264,17 @@ fn the_output_is_never_an_input_and_single_diff_options_are_refused() {
         let o = hlosim(&all);
         assert_eq!(o.status.code(), Some(2), "{all:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(want), "{all:?}: {}", stderr(&o));
+    }
+    // A write that fails (a full disk) stops the sweep with exit 2 and says where.
+    #[cfg(target_os = "linux")]
+    {
+        let o = hlosim(&["diff", s(&m), "--jsonl", "/dev/full"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("cannot write /dev/full: No space left"),
+            "{}",
+            stderr(&o)
+        );
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
