@@ -26,6 +26,16 @@ const BOM: char = '\u{feff}';
 /// start is skipped: it is invisible in editors, so columns count from the text after it.
 /// Verifier warnings go to stderr.
 pub fn load_module(path: &Path) -> Result<Module, String> {
+    let (m, warnings) = load_module_quietly(path)?;
+    for w in warnings {
+        eprintln!("{w}");
+    }
+    Ok(m)
+}
+
+/// [`load_module`] returning the verifier warnings (each prefixed with the path) instead of
+/// printing them: a sweep prints them once per module, above its progress bar.
+pub fn load_module_quietly(path: &Path) -> Result<(Module, Vec<String>), String> {
     let name = shown(path);
     let text = if is_stdin(path) {
         let mut s = String::new();
@@ -39,10 +49,11 @@ pub fn load_module(path: &Path) -> Result<Module, String> {
     let text = text.strip_prefix(BOM).unwrap_or(&text);
     let m = parse_module(text).map_err(|e| format!("{name}:{}", bounded(&e.to_string())))?;
     let warnings = verify_module(&m).map_err(|e| format!("{name}: {}", bounded(&e.to_string())))?;
-    for w in warnings {
-        eprintln!("{name}: {}", bounded(&w.to_string()));
-    }
-    Ok(m)
+    let warnings = warnings
+        .iter()
+        .map(|w| format!("{name}: {}", bounded(&w.to_string())))
+        .collect();
+    Ok((m, warnings))
 }
 
 /// The longest error message line printed from the front end, a backstop behind the

@@ -1,28 +1,42 @@
 //! `hlosim diff`: reference evaluator on the original module vs the device executor on the
 //! transformed module, same inputs; per-output error metrics, first divergent instruction,
-//! device findings. A thin layer over `hlosim::diff::diff_module`.
+//! device findings. A thin layer over `hlosim::diff::diff_module`. Several modules, seeds or
+//! machines make a sweep (`super::sweep`), which runs [`diff_case`] once per case.
 
 use super::common::{load_module, shown, TransformArgs};
 use super::exit::Exit;
 use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
 use hlosim::device::DeviceConfig;
-use hlosim::diff::{self, Against, AgainstMode, DiffError, DiffOptions, InputOptions, Tolerances};
+use hlosim::diff::{
+    self, Against, AgainstMode, DiffError, DiffOptions, DiffReport, InputOptions, Tolerances,
+};
+use hlosim::eval::StatsSink;
+use hlosim::hlo::Module;
 use hlosim::passes::PassManager;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Arguments of `hlosim diff`.
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = AFTER_HELP)]
 pub struct Args {
     /// HLO text file (the original module; the reference evaluator runs it as given); `-`
-    /// reads standard input.
-    pub module: PathBuf,
+    /// reads standard input. Several files, or a directory (its `*.hlo` files), make a sweep.
+    #[arg(required = true, value_name = "MODULE")]
+    pub modules: Vec<PathBuf>,
     /// Arguments as .npz (`arg0..argN-1` in parameter order); default: generated from --seed.
-    #[arg(long, value_name = "A.npz", conflicts_with_all = ["seed", "edge_fraction"])]
+    #[arg(long, value_name = "A.npz", conflicts_with_all = ["seed", "seeds", "edge_fraction"])]
     pub args: Option<PathBuf>,
     /// Seed of the generated inputs (same seed, same inputs on any machine).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Sweep these seeds: A..B (B excluded), A..=B, or a list 1,5,9.
+    #[arg(long, value_name = "RANGE", conflicts_with = "seed",
+          value_parser = super::sweep::parse_seeds)]
+    pub seeds: Option<super::sweep::Seeds>,
+    /// Sweep: write one JSON line per case (module x seed x machine) to this file.
+    #[arg(long, value_name = "OUT.jsonl", conflicts_with_all = ["json", "stats", "args"])]
+    pub jsonl: Option<PathBuf>,
     /// Fraction of generated elements that are edge cases (0 to 1).
     #[arg(long, default_value_t = 0.0625, value_parser = super::bounds::fraction)]
     pub edge_fraction: f64,
@@ -42,8 +56,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = AgainstModeArg::Device, requires = "against")]
     pub against_mode: AgainstModeArg,
     /// Machine model for the time estimate: trn1, trn2, trn3, or a machine TOML file.
-    #[arg(long, default_value = DEFAULT_MACHINE)]
-    pub machine: String,
+    /// Several (repeated or comma-separated) make a sweep.
+    #[arg(long, default_value = DEFAULT_MACHINE, value_delimiter = ',')]
+    pub machine: Vec<String>,
     /// Tolerance overrides, DTYPE=TERM[+TERM] (TERM: <N>ulp, abs:<X>, rel:<X>, exact;
     /// DTYPE: an element type or `float`), comma-separated. See below for the defaults.
     #[arg(long, value_delimiter = ',', value_name = "DTYPE=TOL")]
@@ -149,75 +164,158 @@ the same way, gives the device's result is \"precision (auto-cast)\": expected p
 loss, not a wrong function; outputs it explains pass unless --strict. --precision-report
 shows which instructions the error comes from.
 
+Sweep (several modules, a directory's *.hlo files, --seeds, several machines, or --jsonl):
+every module x seed x machine is one diff, run in parallel; --jsonl OUT gets one JSON line
+per case (module, seed, machine, verdict pass/fail/error, first_divergence, error, reasons,
+outputs, passed_outputs, time_s; schema in docs/diff.md), written atomically at the end;
+stdout gets a table per module. A case that cannot run is an error line, never the end of
+the sweep. --seeds: A..B (B excluded), A..=B, or 1,5,9. --machine trn1,trn2 (or repeated).
+Not in a sweep: -, --args, --json, --stats, --precision-report. Each of the W concurrent
+cases gets 1/W of the default memory budget unless --max-memory is given. Exit status: the
+worst verdict (error 2, fail 1, all pass 0).
+
 Exit status: 0 every output within tolerance (or amplified, without --strict) and no
 error-level finding or broken pass postcondition; 1 otherwise (including a pass failing or
 the device run stopping); 2 usage or input errors, or a resource limit; 130 interrupted.";
 
-/// Runs `hlosim diff`: 0 when the report passes, 1 when not.
+/// Runs `hlosim diff`: 0 when the report passes, 1 when not; a sweep when several modules,
+/// seeds or machines are asked for (`super::sweep`).
 pub fn run(a: Args) -> Result<Exit, String> {
+    if super::sweep::applies(&a) {
+        return super::sweep::run(&a);
+    }
     let recorder = a.stats.then(super::stats::Recorder::start);
-    let machine = Machine::resolve(&a.machine).map_err(|e| e.to_string())?;
-    let mut tolerances = Tolerances::default();
-    tolerances.apply_overrides(&a.tolerance)?;
+    let machine = Machine::resolve(&a.machine[0]).map_err(|e| e.to_string())?;
     if let Some(dir) = &a.reduce {
         super::reduce::check_dir(dir)?;
     }
-    let module = load_module(&a.module)?;
+    let module = load_module(&a.modules[0])?;
     if a.against.as_deref().is_some_and(super::common::is_stdin)
-        && super::common::is_stdin(&a.module)
+        && super::common::is_stdin(&a.modules[0])
     {
         return Err("the module and --against cannot both be read from standard input".into());
     }
     let against = a.against.as_deref().map(load_module).transpose()?;
+    let against_shown = a.against.as_deref().map(shown).unwrap_or_default();
+    let stats = recorder.as_ref().map(|r| [r.sink(), r.sink()]);
+    let case = Case {
+        seed: a.seed,
+        machine: &machine,
+        max_memory: a.max_memory,
+        stats: stats.clone(),
+        against: against.as_ref().map(|b| (b, against_shown.as_str())),
+    };
+    a.auto_cast.warn_if_unused(&auto_cast(&a, &machine));
+    let (report, reduced) = diff_case(&module, &shown(&a.modules[0]), case, &a)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", report.render());
+    }
+    match reduced {
+        // The JSON report is the whole of standard output.
+        Some(text) if a.json => eprint!("{text}"),
+        Some(text) => print!("{text}"),
+        None => {}
+    }
+    if let (Some(r), Some([reference, device])) = (&recorder, &stats) {
+        eprint!(
+            "{}",
+            r.report(&[("reference run", reference), ("device run", device)])
+        );
+    }
+    Ok(Exit::finding_if(!report.passed))
+}
+
+/// What differs between the cases of a sweep (the rest comes from [`Args`]).
+pub struct Case<'a> {
+    /// Seed of the generated inputs (device d: seed + d·2^32); unused with `--args`.
+    pub seed: u64,
+    /// The machine model of the device run.
+    pub machine: &'a Machine,
+    /// The memory budget of the case's runs (`None`: three quarters of physical memory).
+    pub max_memory: Option<u64>,
+    /// Where the reference and device runs report their statistics (`--stats`).
+    pub stats: Option<[Arc<StatsSink>; 2]>,
+    /// `--against`: the other module and how to name it in messages (never in a sweep).
+    pub against: Option<(&'a Module, &'a str)>,
+}
+
+/// The tolerances and the pipeline (its pass names and the manager) `a` asks for; checked
+/// once before a sweep starts, so a bad option is one error rather than one per case.
+pub fn settings(a: &Args) -> Result<(Tolerances, Vec<String>, PassManager), String> {
+    let mut tolerances = Tolerances::default();
+    tolerances.apply_overrides(&a.tolerance)?;
     let names = match a.transform.names() {
-        n if n.is_empty() && against.is_none() => hlosim::passes::NEURON_PIPELINE
+        n if n.is_empty() && a.against.is_none() => hlosim::passes::NEURON_PIPELINE
             .iter()
             .map(|s| s.to_string())
             .collect(),
         n => n,
     };
     let pipeline = PassManager::from_names(&names).map_err(|e| e.to_string())?;
-    if against.is_some() && a.against_mode == AgainstModeArg::Reference && a.auto_cast.is_given() {
+    if a.against.is_some() && a.against_mode == AgainstModeArg::Reference && a.auto_cast.is_given()
+    {
         return Err(
             "--auto-cast models the device; it has no effect with --against-mode reference".into(),
         );
     }
-    let auto_cast = a
-        .auto_cast
-        .resolve(hlosim::device::autocast::CastMode::None, &machine);
-    a.auto_cast.warn_if_unused(&auto_cast);
+    Ok((tolerances, names, pipeline))
+}
+
+/// The auto-cast of the device run on `machine`.
+pub fn auto_cast(a: &Args, machine: &Machine) -> hlosim::device::autocast::AutoCast {
+    a.auto_cast
+        .resolve(hlosim::device::autocast::CastMode::None, machine)
+}
+
+/// One diff of `module` (named `display` in messages): inputs from `case.seed` (or
+/// `--args`), the device run on `case.machine`, against `case.against` if given. `Err` is
+/// anything that stopped it (bad arguments, a resource limit, a reference run that failed);
+/// a failing comparison is a report that did not pass. With `--reduce`, a failing report is
+/// also reduced and the reproducer written; the second value then says where.
+pub fn diff_case(
+    module: &Module,
+    display: &str,
+    case: Case<'_>,
+    a: &Args,
+) -> Result<(DiffReport, Option<String>), String> {
+    let (tolerances, names, pipeline) = settings(a)?;
     let config = DeviceConfig {
-        auto_cast,
+        auto_cast: auto_cast(a, case.machine),
         ..DeviceConfig::default()
     };
-    let devices = super::common::device_count(&module, a.replicas)?;
+    let devices = super::common::device_count(module, a.replicas)?;
     let (args, inputs_description) = match &a.args {
         Some(p) if devices > 1 => (
-            hlosim::io::npz::read_device_args(&module, p, devices)
+            hlosim::io::npz::read_device_args(module, p, devices)
                 .map_err(|e| e.to_string())?
                 .into_iter()
                 .map(|v| v.into_iter().map(hlosim::eval::Value::array).collect())
                 .collect(),
             p.display().to_string(),
         ),
-        Some(p) => (vec![read_args(p, &module)?], p.display().to_string()),
+        Some(p) => (vec![read_args(p, module)?], p.display().to_string()),
         None => {
             let mut per_device = Vec::with_capacity(devices);
             for d in 0..devices as u64 {
                 let opts = InputOptions {
-                    seed: a.seed.wrapping_add(d << 32),
+                    seed: case.seed.wrapping_add(d << 32),
                     edge_fraction: a.edge_fraction,
                 };
                 per_device.push(
-                    diff::generate_inputs(&module, &config.tables, &opts)
-                        .map_err(|e| format!("{}: {e}", shown(&a.module)))?,
+                    diff::generate_inputs(module, &config.tables, &opts)
+                        .map_err(|e| format!("{display}: {e}"))?,
                 );
             }
             (
                 per_device,
                 format!(
                     "seed {} ({}% edge cases){}",
-                    a.seed,
+                    case.seed,
                     a.edge_fraction * 100.0,
                     if devices > 1 {
                         "; device d: seed + d*2^32"
@@ -232,16 +330,16 @@ pub fn run(a: Args) -> Result<Exit, String> {
         tolerances,
         max_examples: a.examples,
         inputs_description,
-        machine: Some(machine),
+        machine: Some(case.machine.clone()),
         strict: a.strict,
-        max_memory: a.max_memory,
+        max_memory: case.max_memory,
         max_while_iterations: a.max_iterations.map(|n| n as u64),
         precision_report: a.precision_report,
-        stats: recorder.as_ref().map(|r| [r.sink(), r.sink()]),
+        stats: case.stats,
     };
-    let target = match &against {
+    let target = match case.against {
         None => Against::Pipeline(&pipeline),
-        Some(b) => Against::Module {
+        Some((b, _)) => Against::Module {
             module: b,
             pipeline: (!names.is_empty()).then_some(&pipeline),
             mode: match a.against_mode {
@@ -251,47 +349,35 @@ pub fn run(a: Args) -> Result<Exit, String> {
         },
     };
     let reduce_args = a.reduce.as_ref().and_then(|_| args.first().cloned());
-    let report = diff::diff_against(&module, target, args, config.clone(), &opts).map_err(|e| {
-        match (&e, &a.against) {
-            (DiffError::Signature(_), Some(b)) => {
-                format!("{} against {}: {e}", shown(&a.module), shown(b))
+    let report =
+        diff::diff_against(module, target, args, config.clone(), &opts).map_err(|e| {
+            match (&e, case.against) {
+                (DiffError::Signature(_), Some((_, b))) => format!("{display} against {b}: {e}"),
+                _ => format!("{display}: {e}"),
             }
-            _ => format!("{}: {e}", shown(&a.module)),
+        })?;
+    let reduced = match (&a.reduce, reduce_args, report.passed) {
+        (Some(dir), Some(args), false) => {
+            if devices > 1 {
+                return Err(format!(
+                    "--reduce: {}",
+                    diff::reduce::ReduceError::MultiDevice(devices)
+                ));
+            }
+            let reduction = diff::reduce::reduce(module, &pipeline, &args, &config, &opts, &report)
+                .map_err(|e| format!("{display}: --reduce: {e}"))?;
+            let mut extra = a.auto_cast.as_flags();
+            if !a.tolerance.is_empty() {
+                extra.extend(["--tolerance".to_string(), a.tolerance.join(",")]);
+            }
+            if a.strict {
+                extra.push("--strict".into());
+            }
+            Some(super::reduce::write(dir, &reduction, &names, &extra)?)
         }
-    })?;
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
-        );
-    } else {
-        print!("{}", report.render());
-    }
-    if let (Some(dir), Some(args), false) = (&a.reduce, &reduce_args, report.passed) {
-        if devices > 1 {
-            return Err(format!(
-                "--reduce: {}",
-                diff::reduce::ReduceError::MultiDevice(devices)
-            ));
-        }
-        let reduction = diff::reduce::reduce(&module, &pipeline, args, &config, &opts, &report)
-            .map_err(|e| format!("{}: --reduce: {e}", shown(&a.module)))?;
-        let mut extra = a.auto_cast.as_flags();
-        if !a.tolerance.is_empty() {
-            extra.extend(["--tolerance".to_string(), a.tolerance.join(",")]);
-        }
-        if a.strict {
-            extra.push("--strict".into());
-        }
-        print!("{}", super::reduce::write(dir, &reduction, &names, &extra)?);
-    }
-    if let (Some(r), Some([reference, device])) = (&recorder, &opts.stats) {
-        eprint!(
-            "{}",
-            r.report(&[("reference run", reference), ("device run", device)])
-        );
-    }
-    Ok(Exit::finding_if(!report.passed))
+        _ => None,
+    };
+    Ok((report, reduced))
 }
 
 /// Reads the arguments of `module`'s entry computation from an .npz file (`arg0..argN-1`).

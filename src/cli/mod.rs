@@ -13,6 +13,7 @@ mod profile;
 mod reduce;
 mod run;
 mod stats;
+mod sweep;
 
 use clap::{Parser, Subcommand};
 

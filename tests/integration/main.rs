@@ -23,6 +23,7 @@ mod diff_cli;
 mod diff_corpus;
 mod diff_reduce;
 mod diff_suite;
+mod diff_sweep;
 mod eval_corpus;
 mod files_safety;
 mod forms;
