@@ -374,11 +374,7 @@ impl<'a> Sweep<'a> {
             Ok(Ok(o)) => o,
             Ok(Err(e)) => Outcome::of_error(super::common::bounded(&e), secs),
             Err(p) => {
-                let what = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
+                let what = hlosim::eval::replicas::panic_message(p.as_ref());
                 Outcome::of_error(format!("internal error: {what}"), secs)
             }
         }

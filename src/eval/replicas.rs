@@ -94,6 +94,16 @@ where
     run_on(count, fabric, Arc::new(MemoryBudget::default()), work)
 }
 
+/// The message a caught panic carried (`panic!` with a literal or a formatted string), so a
+/// bug in one device or one sweep case becomes an error that says what, not an abort.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 fn run_on<T, F>(
     count: usize,
     fabric: Arc<dyn Fabric>,
@@ -123,11 +133,7 @@ where
                 None
             }
             Err(p) => {
-                let what = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
+                let what = panic_message(p.as_ref());
                 fabric.fail(device, EvalError::new(format!("internal error: {what}")));
                 None
             }
