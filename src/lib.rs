@@ -9,3 +9,4 @@ pub mod io;
 pub mod math;
 pub mod neuron;
 pub mod passes;
+pub mod plot;

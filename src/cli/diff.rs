@@ -86,6 +86,11 @@ pub struct Args {
     /// Print the report as JSON (schema in docs/diff.md).
     #[arg(long)]
     pub json: bool,
+    /// Also write the report as one self-contained HTML page: summary, outputs with ULP
+    /// histograms, the first divergence and amplified instructions with example elements,
+    /// findings, and the device timeline. Written atomically; never over an input.
+    #[arg(long, value_name = "REPORT.html")]
+    pub html: Option<PathBuf>,
     /// Simulated devices each run uses (collectives exchange data between them). Default:
     /// the header's replica_count, else 1 + the largest device id any replica_groups or
     /// source_target_pairs names, else 1. Device d's generated inputs use seed
@@ -189,6 +194,16 @@ pub fn run(a: Args) -> Result<Exit, String> {
     if let Some(dir) = &a.reduce {
         super::reduce::check_dir(dir)?;
     }
+    if let Some(out) = &a.html {
+        let mut inputs = super::files::Inputs::new();
+        inputs.add("the module", &a.modules[0]);
+        for (what, p) in [("--args", &a.args), ("--against", &a.against)] {
+            if let Some(p) = p {
+                inputs.add(what, p);
+            }
+        }
+        inputs.check_output("--html", out)?;
+    }
     let module = load_module(&a.modules[0])?;
     if a.against.as_deref().is_some_and(super::common::is_stdin)
         && super::common::is_stdin(&a.modules[0])
@@ -215,6 +230,11 @@ pub fn run(a: Args) -> Result<Exit, String> {
     } else {
         print!("{}", report.render());
     }
+    if let Some(out) = &a.html {
+        let timeline = device_schedule(&module, against.as_ref(), &machine, &a)?;
+        let page = hlosim::plot::html::diff_page(&report, timeline.as_ref())?;
+        super::files::write_text(out, &page)?;
+    }
     match reduced {
         // The JSON report is the whole of standard output.
         Some(text) if a.json => eprint!("{text}"),
@@ -228,6 +248,32 @@ pub fn run(a: Args) -> Result<Exit, String> {
         );
     }
     Ok(Exit::finding_if(!report.passed))
+}
+
+/// The schedule of the module the device ran (the --against module or the original, after
+/// the pipeline), for the HTML report's timeline; `None` when it cannot be scheduled.
+fn device_schedule(
+    module: &Module,
+    against: Option<&Module>,
+    machine: &Machine,
+    a: &Args,
+) -> Result<Option<hlosim::device::schedule::Schedule>, String> {
+    let (_, names, pipeline) = settings(a)?;
+    let mut t = against.unwrap_or(module).clone();
+    if !names.is_empty() && pipeline.run(&mut t).is_err() {
+        return Ok(None);
+    }
+    let devices = super::common::device_count(module, a.replicas)?;
+    let chooser = DeviceConfig::default().chooser;
+    Ok(hlosim::device::schedule::profile_module_with(
+        &t,
+        machine,
+        chooser,
+        devices,
+        auto_cast(a, machine),
+    )
+    .ok()
+    .map(|(s, _)| s))
 }
 
 /// What differs between the cases of a sweep (the rest comes from [`Args`]).

@@ -3,7 +3,7 @@
 
 use super::exit::Exit;
 use super::files::write_text;
-use hlosim::device::pwp::{expr, fit, functions, sweep, Dtype, SweepOptions, Table};
+use hlosim::device::pwp::{expr, fit, functions, profile, sweep, Dtype, SweepOptions, Table};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `hlosim lut`.
@@ -54,8 +54,10 @@ pub enum LutCommand {
         /// Function to measure (its bundled table unless --table is given).
         #[arg(long)]
         function: String,
-        #[arg(long, value_parser = ["bf16", "f16", "f32"])]
-        dtype: String,
+        /// One dtype, or several comma-separated (bf16,f16,f32): one report each, and one
+        /// line each in --plot.
+        #[arg(long, value_parser = ["bf16", "f16", "f32"], value_delimiter = ',', required = true)]
+        dtype: Vec<String>,
         /// Table file to measure instead of the bundled one.
         #[arg(long)]
         table: Option<PathBuf>,
@@ -63,12 +65,22 @@ pub enum LutCommand {
         #[arg(long, default_value_t = 10_000_000,
               value_parser = super::bounds::count::<0, { sweep::MAX_F32_POINTS }>)]
         points: usize,
-        /// Print the report as JSON.
+        /// Print the report as JSON (an array when several dtypes are swept).
         #[arg(long)]
         json: bool,
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Also write an SVG plot of where the error lives: the largest error in ULPs and the
+        /// largest absolute error against x (one unit per octave), one line per dtype,
+        /// octave starts, bucket starts and corner thresholds marked. Written atomically;
+        /// must not be the --table file.
+        #[arg(long, value_name = "ERR.svg")]
+        plot: Option<PathBuf>,
+        /// Bins along x for --plot.
+        #[arg(long, default_value_t = 1200, requires = "plot",
+              value_parser = super::bounds::count::<1, { hlosim::device::pwp::profile::MAX_BINS }>)]
+        bins: usize,
     },
     /// List the built-in functions with their codes and the bundled table sizes.
     List,
@@ -176,25 +188,58 @@ pub fn run(a: Args) -> Result<Exit, String> {
             points,
             json,
             quiet,
+            plot,
+            bins,
         } => {
             let ef = functions::by_name(&function)
                 .ok_or_else(|| format!("unknown function '{function}' (see `hlosim lut list`)"))?;
+            if let (Some(out), Some(t)) = (&plot, &table) {
+                let mut inputs = super::files::Inputs::new();
+                inputs.add("the --table file", t);
+                inputs.check_output("--plot", out)?;
+            }
             let t = match table {
                 Some(p) => Table::load(&p).map_err(|e| format!("{}: {e}", p.display()))?,
                 None => load_table(&function)?,
             };
-            let dtype = Dtype::parse(&dtype).map_err(|e| e.to_string())?;
+            let mut dtypes = Vec::new();
+            for d in &dtype {
+                let d = Dtype::parse(d).map_err(|e| e.to_string())?;
+                if dtypes.contains(&d) {
+                    return Err(format!("--dtype {} is given twice", d.name()));
+                }
+                dtypes.push(d);
+            }
             let mut opts = SweepOptions::for_table(&t);
             opts.f32_points = points;
             opts.progress = !quiet && !json;
-            let report = sweep::sweep(&t, &ef.f, dtype, &opts);
+            let reports: Vec<_> = dtypes
+                .iter()
+                .map(|&d| sweep::sweep(&t, &ef.f, d, &opts))
+                .collect();
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
-                );
+                let text = match reports.as_slice() {
+                    [one] => serde_json::to_string_pretty(one),
+                    all => serde_json::to_string_pretty(all),
+                };
+                println!("{}", text.map_err(|e| e.to_string())?);
             } else {
-                println!("{report}");
+                for r in &reports {
+                    println!("{r}");
+                }
+            }
+            if let Some(out) = plot {
+                let quiet_opts = SweepOptions {
+                    progress: false,
+                    ..opts
+                };
+                let profiles: Vec<_> = dtypes
+                    .iter()
+                    .map(|&d| profile::error_profile(&t, &ef.f, d, &quiet_opts, bins))
+                    .collect();
+                let svg =
+                    hlosim::plot::lut::error_svg(t.name(), &profiles, &profile::breakpoints(&t))?;
+                write_text(&out, &svg)?;
             }
             Ok(Exit::Ok)
         }

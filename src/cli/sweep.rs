@@ -146,6 +146,7 @@ fn refuse_single_case_options(a: &Args) -> Result<(), String> {
         (a.precision_report, "--precision-report"),
         (a.against.is_some(), "--against"),
         (a.reduce.is_some(), "--reduce"),
+        (a.html.is_some(), "--html"),
     ];
     match refused.iter().find(|(given, _)| *given) {
         Some((_, what)) => Err(format!(

@@ -81,6 +81,16 @@ pub struct Divergence {
     pub matched_by: Option<super::MatchedBy>,
 }
 
+impl Divergence {
+    /// ", matched by <rule>" for `--against` divergences, else nothing: the suffix the text
+    /// and HTML reports put after the device instruction.
+    pub fn matched_note(&self) -> String {
+        self.matched_by
+            .map(|r| format!(", matched by {r}"))
+            .unwrap_or_default()
+    }
+}
+
 /// The element at `flat` of each operand value of an elementwise instruction with `len`
 /// elements (a scalar operand gives its only element); operands that are missing or of
 /// another size are skipped.

@@ -484,9 +484,7 @@ fn render_instruction(
         d.instruction,
         d.opcode,
         d.device_instruction,
-        d.matched_by
-            .map(|r| format!(", matched by {r}"))
-            .unwrap_or_default(),
+        d.matched_note(),
         m.beyond_tolerance,
         m.elements,
         m.max_ulp,

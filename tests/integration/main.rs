@@ -36,5 +36,6 @@ mod parser_robustness;
 mod pass_names;
 mod passes_corpus;
 mod passes_golden;
+mod pictures;
 mod thread_count;
 mod timing;

@@ -20,6 +20,7 @@
 pub mod expr;
 pub mod fit;
 pub mod functions;
+pub mod profile;
 pub mod sweep;
 pub mod table;
 

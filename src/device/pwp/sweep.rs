@@ -128,6 +128,15 @@ impl Default for SweepOptions {
 }
 
 impl SweepOptions {
+    /// log2 of the floor for `dtype`: the override, else bf16 −16, f16 −14, f32 −16.
+    pub fn floor_log2_for(&self, dtype: Dtype) -> i32 {
+        self.floor_log2.unwrap_or(match dtype {
+            Dtype::Bf16 => -16,
+            Dtype::F16 => -14,
+            Dtype::F32 => -16,
+        })
+    }
+
     /// Default options restricted to the input range a table was verified for (its
     /// [`BuildInfo`](super::BuildInfo)), so sweeps measure what the builder promised.
     pub fn for_table(table: &Table) -> SweepOptions {
@@ -307,6 +316,36 @@ impl fmt::Display for SweepReport {
     }
 }
 
+/// The error of one input's result.
+pub(crate) struct PointError {
+    /// ULP distance to the correctly rounded exact result, when the input is scored
+    /// (|exact| at or above the floor, or exact not finite).
+    pub ulp: Option<u64>,
+    /// |got − exact| (0 when both are NaN, infinite when one is).
+    pub abs_err: f64,
+}
+
+/// The error of the kernel's `got` against the exact result, as a sweep scores it.
+pub(crate) fn point_error(dtype: Dtype, floor: f64, exact: f64, got: f32) -> PointError {
+    let g = got as f64;
+    let abs_err = if g.is_nan() || exact.is_nan() {
+        if g.is_nan() && exact.is_nan() {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    } else if g == exact {
+        0.0
+    } else {
+        (g - exact).abs()
+    };
+    let scored = exact.is_nan() || !exact.is_finite() || exact.abs() >= floor;
+    PointError {
+        ulp: scored.then(|| dtype.ulp_distance(dtype.round_f64(exact), g)),
+        abs_err,
+    }
+}
+
 /// Partial statistics of one chunk of inputs.
 #[derive(Clone, Default)]
 struct Acc {
@@ -325,21 +364,8 @@ struct Acc {
 impl Acc {
     fn add(&mut self, dtype: Dtype, floor: f64, abs_tol: f64, x: f32, exact: f64, got: f32) {
         self.points += 1;
-        let g = got as f64;
-        let abs_err = if g.is_nan() || exact.is_nan() {
-            if g.is_nan() && exact.is_nan() {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else if g == exact {
-            0.0
-        } else {
-            (g - exact).abs()
-        };
-        if exact.is_nan() || !exact.is_finite() || exact.abs() >= floor {
-            let er = dtype.round_f64(exact);
-            let ulp = dtype.ulp_distance(er, g);
+        let PointError { ulp, abs_err } = point_error(dtype, floor, exact, got);
+        if let Some(ulp) = ulp {
             self.scored += 1;
             if ulp == 0 {
                 self.correct += 1;
@@ -469,12 +495,7 @@ pub fn sweep(
     dtype: Dtype,
     opts: &SweepOptions,
 ) -> SweepReport {
-    let floor_log2 = opts.floor_log2.unwrap_or(match dtype {
-        Dtype::Bf16 => -16,
-        Dtype::F16 => -14,
-        Dtype::F32 => -16,
-    });
-    let floor = libm::exp2(floor_log2 as f64);
+    let floor = libm::exp2(opts.floor_log2_for(dtype) as f64);
     let abs_tol = libm::exp2(opts.abs_tol_log2.unwrap_or(-24) as f64);
     let mut inputs = sweep_inputs(table, dtype, opts.f32_points);
     if opts.min_abs_input > 0.0 || opts.max_abs_input < f32::INFINITY {
