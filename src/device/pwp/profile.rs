@@ -182,3 +182,73 @@ pub fn breakpoints(table: &Table) -> Breakpoints {
     }
     b
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::pwp::{fit, functions, sweep::sweep};
+
+    fn bundled(name: &str) -> Table {
+        Table::load(&fit::default_model_dir().join(format!("{name}.json"))).unwrap()
+    }
+
+    /// Hand-derived positions on an axis whose lowest octave is 2^-6.
+    #[test]
+    fn symlog2_maps_octaves_to_units_and_back() {
+        let a = SymLog2 { lo: -6, max: 20.0 };
+        for (x, p) in [
+            (0.0, 0.0),
+            (1.0 / 128.0, 0.5),
+            (-1.0 / 128.0, -0.5),
+            (1.0 / 64.0, 1.0),
+            (1.0, 7.0),
+            (-4.0, -9.0),
+            (1e30, 20.0),
+            (f64::NEG_INFINITY, -20.0),
+        ] {
+            assert_eq!(a.position(x), p, "x = {x}");
+        }
+        for p in [-9.0, -0.5, 0.25, 1.0, 7.0, 12.5] {
+            assert!((a.position(a.value(p)) - p).abs() < 1e-12, "p = {p}");
+        }
+    }
+
+    /// The profile sees exactly the sweep's inputs and errors: bf16 is exhaustive, so the
+    /// point counts and the largest ULP error must agree with the sweep's report.
+    #[test]
+    fn profile_agrees_with_the_sweep_it_bins() {
+        for name in ["gelu", "silu"] {
+            let t = bundled(name);
+            let f = functions::by_name(name).unwrap();
+            for dtype in [Dtype::Bf16, Dtype::F16] {
+                let opts = SweepOptions::for_table(&t);
+                let report = sweep(&t, &f.f, dtype, &opts);
+                let p = error_profile(&t, &f.f, dtype, &opts, 500);
+                assert_eq!(p.bins.iter().map(|b| b.points).sum::<u64>(), report.points);
+                assert_eq!(p.max_ulp(), report.max_ulp, "{name} {dtype:?}");
+            }
+        }
+    }
+
+    /// Breakpoints: one octave start per octave of each (mirrored) half, 2^k − 1 bucket
+    /// starts inside each octave, two corner thresholds per half.
+    #[test]
+    fn breakpoints_count_the_tables_pieces() {
+        let t = bundled("gelu");
+        let b = breakpoints(&t);
+        let spec = t.spec();
+        let halves = spec.halves().len().max(2);
+        let octaves: usize = spec
+            .halves()
+            .iter()
+            .map(|(_, h)| h.octaves.len())
+            .sum::<usize>()
+            * (halves / spec.halves().len());
+        assert_eq!(b.octaves.len(), octaves);
+        assert_eq!(
+            b.buckets.len(),
+            spec.bucket_count() * (halves / spec.halves().len()) - octaves
+        );
+        assert_eq!(b.corners.len(), 2 * halves);
+    }
+}
