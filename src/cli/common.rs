@@ -56,36 +56,10 @@ pub fn load_module_quietly(path: &Path) -> Result<(Module, Vec<String>), String>
     Ok((m, warnings))
 }
 
-/// The longest error message line printed from the front end, a backstop behind the
-/// shortening of quoted input in [`bounded`].
-const MESSAGE_CHARS: usize = 1000;
-
-/// A front-end message made safe to print: every `'quoted'` piece of input (a name, an
-/// opcode, a token, which a hostile file can make arbitrarily long) is shortened to
-/// `hlosim::io::EXCERPT_CHARS` characters, then every line to [`MESSAGE_CHARS`].
+/// A front-end message made safe to print (`hlosim::io::bounded_message`: quoted input
+/// shortened, then every line).
 pub fn bounded(msg: &str) -> String {
-    let mut out = String::with_capacity(msg.len().min(4 * MESSAGE_CHARS));
-    let mut rest = msg;
-    while let Some(open) = rest.find('\'') {
-        out.push_str(&rest[..=open]);
-        let after = &rest[open + 1..];
-        match after.find('\'') {
-            Some(close) => {
-                out.push_str(&hlosim::io::excerpt(&after[..close]));
-                out.push('\'');
-                rest = &after[close + 1..];
-            }
-            None => {
-                rest = after;
-                break;
-            }
-        }
-    }
-    out.push_str(&hlosim::io::excerpt_to(rest, MESSAGE_CHARS));
-    out.lines()
-        .map(|l| hlosim::io::excerpt_to(l, MESSAGE_CHARS))
-        .collect::<Vec<_>>()
-        .join("\n")
+    hlosim::io::bounded_message(msg)
 }
 
 /// Which transformation to apply before executing or profiling: a named pipeline or an

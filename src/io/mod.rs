@@ -43,6 +43,39 @@ pub fn excerpt_to(s: &str, max: usize) -> String {
     out
 }
 
+/// The longest error message line printed from the front end, a backstop behind the
+/// shortening of quoted input in [`bounded_message`].
+pub const MESSAGE_CHARS: usize = 1000;
+
+/// A front-end message made safe to print: every `'quoted'` piece of input (a name, an
+/// opcode, a token, which a hostile file can make arbitrarily long) is shortened to
+/// [`EXCERPT_CHARS`] characters, then every line to [`MESSAGE_CHARS`]. The CLI and the
+/// Python binding print every error through it.
+pub fn bounded_message(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len().min(4 * MESSAGE_CHARS));
+    let mut rest = msg;
+    while let Some(open) = rest.find('\'') {
+        out.push_str(&rest[..=open]);
+        let after = &rest[open + 1..];
+        match after.find('\'') {
+            Some(close) => {
+                out.push_str(&excerpt(&after[..close]));
+                out.push('\'');
+                rest = &after[close + 1..];
+            }
+            None => {
+                rest = after;
+                break;
+            }
+        }
+    }
+    out.push_str(&excerpt_to(rest, MESSAGE_CHARS));
+    out.lines()
+        .map(|l| excerpt_to(l, MESSAGE_CHARS))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
