@@ -465,7 +465,8 @@ fn device_arguments(
 type PyOut<'py> = (Bound<'py, PyByteArray>, String, Vec<i64>);
 
 fn output<'py>(py: Python<'py>, a: &ArrayLiteral) -> PyResult<PyOut<'py>> {
-    let bytes = hlosim::io::raw::to_le_bytes(&a.data);
+    // Borrowed on little-endian hosts: the one copy is into the bytearray Python owns.
+    let bytes = hlosim::io::npy::payload_bytes(&a.data);
     let name = numpy_name(a.ty()).unwrap_or_default();
     Ok((PyByteArray::new(py, &bytes), name, a.dims().to_vec()))
 }

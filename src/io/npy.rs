@@ -371,7 +371,7 @@ fn read_payload<R: Read>(
 /// The bytes of a buffer exactly as `.npy` stores them (little-endian), borrowed where the
 /// buffer's memory already is that image (little-endian hosts; a `bool` is one byte 0 or 1),
 /// converted on big-endian hosts.
-fn payload_bytes(data: &ArrayData) -> std::borrow::Cow<'_, [u8]> {
+pub fn payload_bytes(data: &ArrayData) -> std::borrow::Cow<'_, [u8]> {
     use std::borrow::Cow;
     if cfg!(target_endian = "big") {
         return Cow::Owned(raw::to_le_bytes(data));
