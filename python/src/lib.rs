@@ -331,10 +331,10 @@ fn argument(
         return Err(Error::Value(format!(
             "argument {i}{on} is a {dtype} array of shape {}, parameter {i} ('{pname}') is {} \
              ({} of shape {})",
-            py_shape(&dims),
+            hlosim::io::npy::python_tuple(&dims),
             ArrayShape::new(want.ty, want.dims.clone()),
             numpy_name(want.ty).unwrap_or_default(),
-            py_shape(&want.dims),
+            hlosim::io::npy::python_tuple(&want.dims),
         )));
     }
     let iface = arr.getattr("__array_interface__").map_err(py_err)?;
@@ -395,20 +395,6 @@ fn argument(
         shape: ArrayShape::new(want.ty, want.dims.clone()),
         data,
     })
-}
-
-/// A shape as Python prints a tuple.
-fn py_shape(dims: &[i64]) -> String {
-    match dims {
-        [d] => format!("({d},)"),
-        ds => format!(
-            "({})",
-            ds.iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
 }
 
 /// One argument as Python passes it: the array and its dtype name.

@@ -17,6 +17,7 @@
 //! unmatched is simply not compared.
 
 use crate::hlo::{InstrId, Instruction, Module};
+use crate::io::npz::entry_parameters;
 use crate::passes::provenance::{InstrRef, Provenance};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -209,15 +210,7 @@ pub fn match_entries(a: &Module, b: &Module) -> Matching {
 /// Why two modules cannot be compared: their entry signatures differ. Names the first
 /// difference.
 pub fn signature_mismatch(a: &Module, b: &Module) -> Option<String> {
-    let params = |m: &'_ Module| -> Vec<crate::hlo::Shape> {
-        let c = m.entry_computation();
-        c.parameters()
-            .into_iter()
-            .flatten()
-            .map(|id| c.instr(id).shape.clone())
-            .collect()
-    };
-    let (pa, pb) = (params(a), params(b));
+    let (pa, pb) = (entry_parameters(a), entry_parameters(b));
     if pa.len() != pb.len() {
         return Some(format!(
             "the original entry computation takes {} parameters, the other module's {}",
@@ -225,7 +218,7 @@ pub fn signature_mismatch(a: &Module, b: &Module) -> Option<String> {
             pb.len()
         ));
     }
-    for (i, (x, y)) in pa.iter().zip(&pb).enumerate() {
+    for (i, ((_, x), (_, y))) in pa.iter().zip(&pb).enumerate() {
         if !x.compatible(y) {
             return Some(format!(
                 "parameter {i} is {x} in the original and {y} in the other module"

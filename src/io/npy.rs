@@ -432,10 +432,10 @@ fn fortran_to_c(src: &[u8], dims: &[i64], size: usize) -> Vec<u8> {
     out
 }
 
-/// The version 1.0 `.npy` header (magic, version, length, padded dict) of an array.
-fn header_for(a: &ArrayLiteral) -> Vec<u8> {
-    let shape = match a.shape.dims.as_slice() {
-        [] => "()".to_string(),
+/// Dimensions as Python writes a tuple (`()`, `(3,)`, `(2, 3)`): the `.npy` header's shape,
+/// and how the Python binding names shapes in its messages.
+pub fn python_tuple(dims: &[i64]) -> String {
+    match dims {
         [d] => format!("({d},)"),
         ds => format!(
             "({})",
@@ -444,7 +444,12 @@ fn header_for(a: &ArrayLiteral) -> Vec<u8> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-    };
+    }
+}
+
+/// The version 1.0 `.npy` header (magic, version, length, padded dict) of an array.
+fn header_for(a: &ArrayLiteral) -> Vec<u8> {
+    let shape = python_tuple(&a.shape.dims);
     let mut header = format!(
         "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
         descr_for(a.shape.ty)

@@ -6,7 +6,7 @@
 //! gets the same width: a table's structure is per octave, and its errors at 2^-20 matter as
 //! much as those at 4.
 
-use super::sweep::{point_error, sweep_inputs, SweepOptions};
+use super::sweep::{point_error, SweepOptions};
 use super::table::{Half, Table};
 use super::Dtype;
 use rayon::prelude::*;
@@ -115,8 +115,7 @@ pub fn error_profile(
     let axis = SymLog2::for_table(table);
     let bins = bins.clamp(1, MAX_BINS);
     let floor = libm::exp2(opts.floor_log2_for(dtype) as f64);
-    let mut inputs = sweep_inputs(table, dtype, opts.f32_points);
-    inputs.retain(|x| x.abs() >= opts.min_abs_input && x.abs() < opts.max_abs_input);
+    let inputs = opts.inputs(table, dtype);
     let width = 2.0 * axis.max / bins as f64;
     let merge = |mut a: Vec<Bin>, b: Vec<Bin>| {
         for (x, y) in a.iter_mut().zip(b) {

@@ -128,6 +128,16 @@ impl Default for SweepOptions {
 }
 
 impl SweepOptions {
+    /// The inputs a sweep of `table` for `dtype` evaluates: [`sweep_inputs`] within the
+    /// magnitude range these options allow.
+    pub fn inputs(&self, table: &Table, dtype: Dtype) -> Vec<f32> {
+        let mut inputs = sweep_inputs(table, dtype, self.f32_points);
+        if self.min_abs_input > 0.0 || self.max_abs_input < f32::INFINITY {
+            inputs.retain(|x| x.abs() >= self.min_abs_input && x.abs() < self.max_abs_input);
+        }
+        inputs
+    }
+
     /// log2 of the floor for `dtype`: the override, else bf16 −16, f16 −14, f32 −16.
     pub fn floor_log2_for(&self, dtype: Dtype) -> i32 {
         self.floor_log2.unwrap_or(match dtype {
@@ -497,10 +507,7 @@ pub fn sweep(
 ) -> SweepReport {
     let floor = libm::exp2(opts.floor_log2_for(dtype) as f64);
     let abs_tol = libm::exp2(opts.abs_tol_log2.unwrap_or(-24) as f64);
-    let mut inputs = sweep_inputs(table, dtype, opts.f32_points);
-    if opts.min_abs_input > 0.0 || opts.max_abs_input < f32::INFINITY {
-        inputs.retain(|x| x.abs() >= opts.min_abs_input && x.abs() < opts.max_abs_input);
-    }
+    let inputs = opts.inputs(table, dtype);
     let bar = if opts.progress {
         let pb = indicatif::ProgressBar::new(inputs.len() as u64);
         pb.set_message(format!("{} {}", table.name(), dtype.name()));
