@@ -5,12 +5,15 @@
 
 use super::common::{load_module, shown, TransformArgs};
 use super::exit::Exit;
+use super::fabric::or_end_job;
+use hlosim::cluster::Cluster;
 use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
 use hlosim::device::DeviceConfig;
+use hlosim::diff::ranks::Placement;
 use hlosim::diff::{
     self, Against, AgainstMode, DiffError, DiffOptions, DiffReport, InputOptions, Tolerances,
 };
-use hlosim::eval::StatsSink;
+use hlosim::eval::{StatsSink, Value};
 use hlosim::hlo::Module;
 use hlosim::passes::PassManager;
 use std::path::PathBuf;
@@ -107,6 +110,12 @@ pub struct Args {
     /// bit for bit is reported as never ending long before.
     #[arg(long, value_name = "N", value_parser = super::bounds::count::<1, 1_000_000_000_000>)]
     pub max_iterations: Option<usize>,
+    /// With --fabric mpi each rank runs both sides for its block of devices (a device's
+    /// reference and device values stay on its rank) and rank 0 prints the one report. Not
+    /// with a sweep or --reduce. An error on any device ends the job (exit 2), where one
+    /// process would report the device run as stopped (exit 1).
+    #[command(flatten)]
+    pub fabric: super::fabric::FabricArgs,
 }
 
 /// `--against-mode`.
@@ -186,42 +195,67 @@ the device run stopping); 2 usage or input errors, or a resource limit; 130 inte
 /// Runs `hlosim diff`: 0 when the report passes, 1 when not; a sweep when several modules,
 /// seeds or machines are asked for (`super::sweep`).
 pub fn run(a: Args) -> Result<Exit, String> {
-    if super::sweep::applies(&a) {
+    let cluster = Arc::new(a.fabric.connect()?);
+    if !cluster.is_distributed() && super::sweep::applies(&a) {
         return super::sweep::run(&a);
     }
     let recorder = a.stats.then(super::stats::Recorder::start);
-    let machine = Machine::resolve(&a.machine[0]).map_err(|e| e.to_string())?;
-    if let Some(dir) = &a.reduce {
-        super::reduce::check_dir(dir)?;
-    }
-    if let Some(out) = &a.html {
-        let mut inputs = super::files::Inputs::new();
-        inputs.add("the module", &a.modules[0]);
-        for (what, p) in [("--args", &a.args), ("--against", &a.against)] {
-            if let Some(p) = p {
-                inputs.add(what, p);
-            }
-        }
-        inputs.check_output("--html", out)?;
-    }
-    let module = load_module(&a.modules[0])?;
-    if a.against.as_deref().is_some_and(super::common::is_stdin)
-        && super::common::is_stdin(&a.modules[0])
-    {
-        return Err("the module and --against cannot both be read from standard input".into());
-    }
-    let against = a.against.as_deref().map(load_module).transpose()?;
+    let Prepared {
+        machine,
+        module,
+        against,
+        devices,
+        inputs,
+    } = match cluster.agree(prepare(&a, &cluster)) {
+        Ok(p) => p,
+        Err(d) => return super::fabric::stop(d),
+    };
     let against_shown = a.against.as_deref().map(shown).unwrap_or_default();
     let stats = recorder.as_ref().map(|r| [r.sink(), r.sink()]);
+    let inputs = match inputs {
+        Some((all, description)) => Some((
+            or_end_job(&cluster, cluster.scatter_devices(Some(all), devices))?,
+            description,
+        )),
+        None if cluster.is_distributed() => Some((
+            or_end_job(&cluster, cluster.scatter_devices(None, devices))?,
+            String::new(),
+        )),
+        None => None,
+    };
     let case = Case {
         seed: a.seed,
         machine: &machine,
         max_memory: a.max_memory,
         stats: stats.clone(),
         against: against.as_ref().map(|b| (b, against_shown.as_str())),
+        inputs,
+        placement: cluster.is_distributed().then(|| Placement {
+            cluster: cluster.clone(),
+            devices,
+        }),
     };
-    a.auto_cast.warn_if_unused(&auto_cast(&a, &machine));
-    let (report, reduced) = diff_case(&module, &shown(&a.modules[0]), case, &a)?;
+    if cluster.is_root() {
+        a.auto_cast.warn_if_unused(&auto_cast(&a, &machine));
+    }
+    let result = diff_case(&module, &shown(&a.modules[0]), case, &a);
+    if !cluster.is_root() {
+        // Rank 0 prints the report, or the error: every rank meets the same one after the
+        // ranks agreed on their inputs (a device error ends the job where it happens).
+        if let (Some(r), Some([reference, device])) = (&recorder, &stats) {
+            eprint!(
+                "rank {}:\n{}",
+                cluster.rank(),
+                r.report(&[("reference run", reference), ("device run", device)])
+            );
+        }
+        return Ok(if result.is_ok() {
+            Exit::Ok
+        } else {
+            Exit::BadInput
+        });
+    }
+    let (report, reduced) = result?;
     if a.json {
         println!(
             "{}",
@@ -248,6 +282,81 @@ pub fn run(a: Args) -> Result<Exit, String> {
         );
     }
     Ok(Exit::finding_if(!report.passed))
+}
+
+/// What every rank reads and checks before the ranks depend on one another.
+struct Prepared {
+    machine: Machine,
+    module: Module,
+    against: Option<Module>,
+    devices: usize,
+    /// Every device's inputs and their description, prepared on rank 0 when MPI ranks share
+    /// the devices (`None` elsewhere, and in one process, where `diff_case` prepares them).
+    inputs: Option<(Vec<Vec<Value>>, String)>,
+}
+
+/// The checks and reads of `hlosim diff` before any run (on every rank under MPI, which
+/// then agree that all succeeded).
+fn prepare(a: &Args, cluster: &Cluster) -> Result<Prepared, String> {
+    if cluster.is_distributed() {
+        if super::sweep::applies(a) {
+            return Err(
+                "--fabric mpi runs one diff over the ranks; a sweep (several modules, \
+                        --seeds, several machines or --jsonl) runs in one process"
+                    .into(),
+            );
+        }
+        if a.reduce.is_some() {
+            return Err("--reduce reduces single-device diffs; not with --fabric mpi".into());
+        }
+    }
+    let machine = Machine::resolve(&a.machine[0]).map_err(|e| e.to_string())?;
+    if let Some(dir) = &a.reduce {
+        super::reduce::check_dir(dir)?;
+    }
+    if let Some(out) = &a.html {
+        let mut inputs = super::files::Inputs::new();
+        inputs.add("the module", &a.modules[0]);
+        for (what, p) in [("--args", &a.args), ("--against", &a.against)] {
+            if let Some(p) = p {
+                inputs.add(what, p);
+            }
+        }
+        inputs.check_output("--html", out)?;
+    }
+    let module = load_module(&a.modules[0])?;
+    if a.against.as_deref().is_some_and(super::common::is_stdin)
+        && super::common::is_stdin(&a.modules[0])
+    {
+        return Err("the module and --against cannot both be read from standard input".into());
+    }
+    let against = a.against.as_deref().map(load_module).transpose()?;
+    let devices = super::common::device_count(&module, a.replicas)?;
+    let mut inputs = None;
+    if cluster.is_distributed() {
+        cluster.block(devices)?;
+        if cluster.is_root() {
+            let config = DeviceConfig {
+                auto_cast: auto_cast(a, &machine),
+                ..DeviceConfig::default()
+            };
+            inputs = Some(case_inputs(
+                &module,
+                &shown(&a.modules[0]),
+                a.seed,
+                a,
+                devices,
+                &config,
+            )?);
+        }
+    }
+    Ok(Prepared {
+        machine,
+        module,
+        against,
+        devices,
+        inputs,
+    })
 }
 
 /// The schedule of the module the device ran (the --against module or the original, after
@@ -288,6 +397,11 @@ pub struct Case<'a> {
     pub stats: Option<[Arc<StatsSink>; 2]>,
     /// `--against`: the other module and how to name it in messages (never in a sweep).
     pub against: Option<(&'a Module, &'a str)>,
+    /// The inputs (this rank's block's under MPI) and how the report describes them, when
+    /// they were prepared already; `None`: read or generated from `seed` here.
+    pub inputs: Option<(Vec<Vec<Value>>, String)>,
+    /// Where the devices run when MPI ranks share them (`None`: threads of this process).
+    pub placement: Option<Placement>,
 }
 
 /// The tolerances and the pipeline (its pass names and the manager) `a` asks for; checked
@@ -318,6 +432,55 @@ pub fn auto_cast(a: &Args, machine: &Machine) -> hlosim::device::autocast::AutoC
         .resolve(hlosim::device::autocast::CastMode::None, machine)
 }
 
+/// The inputs of one diff: every device's from `--args`, else generated from `seed` (device
+/// d: seed + d·2^32), with how the report describes them.
+pub fn case_inputs(
+    module: &Module,
+    display: &str,
+    seed: u64,
+    a: &Args,
+    devices: usize,
+    config: &DeviceConfig,
+) -> Result<(Vec<Vec<Value>>, String), String> {
+    Ok(match &a.args {
+        Some(p) if devices > 1 => (
+            hlosim::io::npz::read_device_args(module, p, devices)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|v| v.into_iter().map(hlosim::eval::Value::array).collect())
+                .collect(),
+            p.display().to_string(),
+        ),
+        Some(p) => (vec![read_args(p, module)?], p.display().to_string()),
+        None => {
+            let mut per_device = Vec::with_capacity(devices);
+            for d in 0..devices as u64 {
+                let opts = InputOptions {
+                    seed: seed.wrapping_add(d << 32),
+                    edge_fraction: a.edge_fraction,
+                };
+                per_device.push(
+                    diff::generate_inputs(module, &config.tables, &opts)
+                        .map_err(|e| format!("{display}: {e}"))?,
+                );
+            }
+            (
+                per_device,
+                format!(
+                    "seed {} ({}% edge cases){}",
+                    seed,
+                    a.edge_fraction * 100.0,
+                    if devices > 1 {
+                        "; device d: seed + d*2^32"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+        }
+    })
+}
+
 /// One diff of `module` (named `display` in messages): inputs from `case.seed` (or
 /// `--args`), the device run on `case.machine`, against `case.against` if given. `Err` is
 /// anything that stopped it (bad arguments, a resource limit, a reference run that failed);
@@ -335,42 +498,9 @@ pub fn diff_case(
         ..DeviceConfig::default()
     };
     let devices = super::common::device_count(module, a.replicas)?;
-    let (args, inputs_description) = match &a.args {
-        Some(p) if devices > 1 => (
-            hlosim::io::npz::read_device_args(module, p, devices)
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .map(|v| v.into_iter().map(hlosim::eval::Value::array).collect())
-                .collect(),
-            p.display().to_string(),
-        ),
-        Some(p) => (vec![read_args(p, module)?], p.display().to_string()),
-        None => {
-            let mut per_device = Vec::with_capacity(devices);
-            for d in 0..devices as u64 {
-                let opts = InputOptions {
-                    seed: case.seed.wrapping_add(d << 32),
-                    edge_fraction: a.edge_fraction,
-                };
-                per_device.push(
-                    diff::generate_inputs(module, &config.tables, &opts)
-                        .map_err(|e| format!("{display}: {e}"))?,
-                );
-            }
-            (
-                per_device,
-                format!(
-                    "seed {} ({}% edge cases){}",
-                    case.seed,
-                    a.edge_fraction * 100.0,
-                    if devices > 1 {
-                        "; device d: seed + d*2^32"
-                    } else {
-                        ""
-                    }
-                ),
-            )
-        }
+    let (args, inputs_description) = match case.inputs {
+        Some(given) => given,
+        None => case_inputs(module, display, case.seed, a, devices, &config)?,
     };
     let opts = DiffOptions {
         tolerances,
@@ -382,6 +512,7 @@ pub fn diff_case(
         max_while_iterations: a.max_iterations.map(|n| n as u64),
         precision_report: a.precision_report,
         stats: case.stats,
+        placement: case.placement,
     };
     let target = match case.against {
         None => Against::Pipeline(&pipeline),

@@ -5,6 +5,7 @@ mod bounds;
 mod common;
 mod diff;
 pub mod exit;
+mod fabric;
 mod files;
 mod lut;
 mod opt;

@@ -7,7 +7,7 @@ use super::exit::Exit;
 use super::files::{write_text, Inputs};
 use hlosim::device::machine::{Machine, DEFAULT_MACHINE};
 use hlosim::device::roster::Chooser;
-use hlosim::device::schedule::{profile_module_with, Profile};
+use hlosim::device::schedule::{profile_module_with, Profile, Schedule};
 use hlosim::device::trace::chrome_trace;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -50,10 +50,45 @@ pub struct Args {
     pub replicas: Option<u32>,
     #[command(flatten)]
     pub auto_cast: super::autocast::AutoCastArgs,
+    /// With --fabric mpi every rank checks the module and the split of its devices over the
+    /// ranks as `run` does, and rank 0 prints the estimate (it executes no tensors, so the
+    /// ranks have nothing else to share).
+    #[command(flatten)]
+    pub fabric: super::fabric::FabricArgs,
 }
 
 /// Runs `hlosim profile`.
 pub fn run(a: Args) -> Result<Exit, String> {
+    let cluster = a.fabric.connect()?;
+    let estimated = estimate(&a, cluster.is_root()).and_then(|(sched, profile)| {
+        cluster.block(profile.replicas)?;
+        Ok((sched, profile))
+    });
+    let (sched, profile) = match cluster.agree(estimated) {
+        Ok(p) => p,
+        Err(d) => return super::fabric::stop(d),
+    };
+    if !cluster.is_root() {
+        return Ok(Exit::Ok);
+    }
+    if let Some(t) = &a.trace {
+        let text = serde_json::to_string(&chrome_trace(&sched)).map_err(|e| e.to_string())?;
+        write_text(t, &text)?;
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&profile).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", render(&profile));
+    }
+    Ok(Exit::Ok)
+}
+
+/// The schedule and the profile of the module `a` names; `announce` prints the notes on
+/// unused options.
+fn estimate(a: &Args, announce: bool) -> Result<(Schedule, Profile), String> {
     if let Some(t) = &a.trace {
         let mut inputs = Inputs::new();
         inputs.add("the module", &a.module);
@@ -73,22 +108,11 @@ pub fn run(a: Args) -> Result<Exit, String> {
     let auto_cast = a
         .auto_cast
         .resolve(hlosim::device::autocast::CastMode::Matmult, &machine);
-    a.auto_cast.warn_if_unused(&auto_cast);
-    let (sched, profile) = profile_module_with(&module, &machine, chooser, replicas, auto_cast)
-        .map_err(|e| format!("{}: {e}", shown(&a.module)))?;
-    if let Some(t) = &a.trace {
-        let text = serde_json::to_string(&chrome_trace(&sched)).map_err(|e| e.to_string())?;
-        write_text(t, &text)?;
+    if announce {
+        a.auto_cast.warn_if_unused(&auto_cast);
     }
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&profile).map_err(|e| e.to_string())?
-        );
-    } else {
-        print!("{}", render(&profile));
-    }
-    Ok(Exit::Ok)
+    profile_module_with(&module, &machine, chooser, replicas, auto_cast)
+        .map_err(|e| format!("{}: {e}", shown(&a.module)))
 }
 
 /// The readable report.

@@ -4,8 +4,10 @@
 use super::autocast::AutoCastArgs;
 use super::common::{load_module, TransformArgs};
 use super::exit::Exit;
+use super::fabric::{or_end_job, FabricArgs};
 use super::files::Inputs;
 use super::stats::Recorder;
+use hlosim::cluster::Cluster;
 use hlosim::device::autocast::{AutoCast, CastMode};
 use hlosim::device::DeviceRun;
 use hlosim::device::{
@@ -16,10 +18,11 @@ use hlosim::device::{
     DeviceConfig,
 };
 use hlosim::eval::memory::MemoryBudget;
-use hlosim::eval::replicas::run_with_budget;
+use hlosim::eval::replicas::run_placed;
 use hlosim::eval::{DotAccumulation, EvalOptions, Evaluator, Replica, Value};
 use hlosim::io::npz::{
-    read_args, read_device_args, write_device_outputs, write_outputs, ArgSource,
+    read_args, read_device_args, write_device_block_outputs, write_device_outputs, write_outputs,
+    ArgSource,
 };
 use hlosim::io::summary::summarize;
 use std::path::{Path, PathBuf};
@@ -116,6 +119,13 @@ pub struct Args {
     /// the process's peak resident memory.
     #[arg(long)]
     pub stats: bool,
+    #[command(flatten)]
+    pub fabric: FabricArgs,
+    /// With --fabric mpi: every rank writes the outputs of its own devices (d{d}/out{k}, global
+    /// device numbers) to --out with `.rank{r}` before the extension (out.npz ->
+    /// out.rank0.npz, ...), instead of sending them to rank 0, which writes them all.
+    #[arg(long, requires = "out")]
+    pub out_per_rank: bool,
 }
 
 /// Reference mode: how f32, bf16 and f16 contractions are summed (`DotAccumulation`).
@@ -138,7 +148,9 @@ pub enum ChooserArg {
     Optimal,
 }
 
-fn device_config(a: &Args, machine: &Machine) -> Result<DeviceConfig, String> {
+/// The device model's configuration; `announce` prints which auto-cast it models (once per
+/// job: on rank 0 only when several ranks run).
+fn device_config(a: &Args, machine: &Machine, announce: bool) -> Result<DeviceConfig, String> {
     let roster = match &a.roster {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -156,11 +168,13 @@ fn device_config(a: &Args, machine: &Machine) -> Result<DeviceConfig, String> {
         ChooserArg::Optimal => Chooser::Optimal,
     };
     let auto_cast = a.auto_cast.resolve(CastMode::Matmult, machine);
-    a.auto_cast.warn_if_unused(&auto_cast);
-    eprintln!(
-        "{}",
-        auto_cast_note(&auto_cast, a.auto_cast.auto_cast.is_none())
-    );
+    if announce {
+        a.auto_cast.warn_if_unused(&auto_cast);
+        eprintln!(
+            "{}",
+            auto_cast_note(&auto_cast, a.auto_cast.auto_cast.is_none())
+        );
+    }
     Ok(DeviceConfig {
         roster,
         tables,
@@ -213,37 +227,18 @@ fn has_error_finding(run: &DeviceRun) -> bool {
 
 /// Runs `hlosim run`: 0, or 1 when the device model reports an error-level finding.
 pub fn run(a: Args) -> Result<Exit, String> {
+    let cluster = a.fabric.connect()?;
+    if cluster.is_distributed() {
+        return run_ranks(&a, &cluster);
+    }
     let recorder = a.stats.then(Recorder::start);
-    if a.no_excess_precision && a.mode == Mode::Device {
-        eprintln!("note: --no-excess-precision only affects --mode reference; ignored");
+    let (m, machine, devices) = prepare(&a, true)?;
+    if let Some(out) = output_path(&a, &cluster) {
+        inputs(&a).check_output("--out", &out)?;
     }
-    if a.no_fma_contraction && a.mode == Mode::Device {
-        eprintln!("note: --no-fma-contraction only affects --mode reference; ignored");
-    }
-    if a.dot_accumulation != DotAccumulationArg::XlaCpu && a.mode == Mode::Device {
-        eprintln!("note: --dot-accumulation only affects --mode reference; ignored");
-    }
-    if a.mode == Mode::Reference && a.auto_cast.is_given() {
-        eprintln!("note: --auto-cast options only affect --mode device; ignored");
-    }
-    // Resolved even in reference mode, so a bad --machine is an error either way.
-    let machine = match &a.machine {
-        Some(m) => {
-            if a.mode == Mode::Reference {
-                eprintln!("note: --machine only affects --mode device; ignored");
-            }
-            Machine::resolve(m).map_err(|e| e.to_string())?
-        }
-        None => Machine::default_machine(),
-    };
-    if let Some(out) = &a.out {
-        inputs(&a).check_output("--out", out)?;
-    }
-    let mut m = load_module(&a.module)?;
-    a.transform.apply(&mut m)?;
-    let devices = super::common::device_count(&m, a.replicas)?;
     if devices > 1 || a.args.as_deref().is_some_and(per_device_layout) {
-        return run_devices(&a, &m, devices, &machine, recorder.as_ref());
+        let args = read_device_arguments(&a, &m, devices)?;
+        return run_devices(&a, &m, devices, &machine, recorder.as_ref(), &cluster, args);
     }
     let src = match (&a.args, a.arg.is_empty()) {
         (Some(p), _) => ArgSource::Npz(p.clone()),
@@ -270,7 +265,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
         Mode::Device => {
             let config = DeviceConfig {
                 replica,
-                ..device_config(&a, &machine)?
+                ..device_config(&a, &machine, true)?
             };
             let run = execute_on_device(&m, values, config).map_err(|e| e.to_string())?;
             report_device_run(&run, None);
@@ -287,9 +282,14 @@ pub fn run(a: Args) -> Result<Exit, String> {
     };
     let leaves = result.leaves();
     let refs: Vec<_> = leaves.iter().map(|l| l.as_ref()).collect();
-    match &a.out {
+    match output_path(&a, &cluster) {
+        Some(out) if a.out_per_rank => {
+            let one = vec![refs];
+            write_device_block_outputs(&out, 0, &one).map_err(|e| e.to_string())?;
+            eprintln!("1 device x {} output(s) -> {}", one[0].len(), out.display());
+        }
         Some(out) => {
-            write_outputs(out, &refs).map_err(|e| e.to_string())?;
+            write_outputs(&out, &refs).map_err(|e| e.to_string())?;
             eprintln!("{} output(s) -> {}", refs.len(), out.display());
         }
         None if a.json => {}
@@ -300,6 +300,112 @@ pub fn run(a: Args) -> Result<Exit, String> {
         eprint!("{}", r.report(&[(run_title(&a, 1), sink)]));
     }
     Ok(Exit::finding_if(found))
+}
+
+/// What every rank does before the ranks depend on one another: the notes on ignored
+/// options (printed when `announce`), the machine, the module (transformed) and the device
+/// count.
+fn prepare(a: &Args, announce: bool) -> Result<(hlosim::hlo::Module, Machine, usize), String> {
+    let note = |s: &str| {
+        if announce {
+            eprintln!("note: {s}");
+        }
+    };
+    if a.no_excess_precision && a.mode == Mode::Device {
+        note("--no-excess-precision only affects --mode reference; ignored");
+    }
+    if a.no_fma_contraction && a.mode == Mode::Device {
+        note("--no-fma-contraction only affects --mode reference; ignored");
+    }
+    if a.dot_accumulation != DotAccumulationArg::XlaCpu && a.mode == Mode::Device {
+        note("--dot-accumulation only affects --mode reference; ignored");
+    }
+    if a.mode == Mode::Reference && a.auto_cast.is_given() {
+        note("--auto-cast options only affect --mode device; ignored");
+    }
+    // Resolved even in reference mode, so a bad --machine is an error either way.
+    let machine = match &a.machine {
+        Some(m) => {
+            if a.mode == Mode::Reference {
+                note("--machine only affects --mode device; ignored");
+            }
+            Machine::resolve(m).map_err(|e| e.to_string())?
+        }
+        None => Machine::default_machine(),
+    };
+    let mut m = load_module(&a.module)?;
+    a.transform.apply(&mut m)?;
+    let devices = super::common::device_count(&m, a.replicas)?;
+    Ok((m, machine, devices))
+}
+
+/// Where this process writes the outputs: `--out`, or with `--out-per-rank` its rank's file
+/// beside it (`out.npz` -> `out.rank3.npz`).
+fn output_path(a: &Args, cluster: &Cluster) -> Option<PathBuf> {
+    let out = a.out.as_ref()?;
+    if !a.out_per_rank {
+        return Some(out.clone());
+    }
+    let stem = out.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match out.extension() {
+        Some(ext) => format!("{stem}.rank{}.{}", cluster.rank(), ext.to_string_lossy()),
+        None => format!("{stem}.rank{}", cluster.rank()),
+    };
+    Some(out.with_file_name(name))
+}
+
+/// Every device's arguments (`--args` with d{d}/arg{j} or arg{j} members, or the same `--arg`
+/// files for every device).
+fn read_device_arguments(
+    a: &Args,
+    m: &hlosim::hlo::Module,
+    devices: usize,
+) -> Result<Vec<Vec<Value>>, String> {
+    Ok(match (&a.args, a.arg.is_empty()) {
+        (Some(p), _) => read_device_args(m, p, devices)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|v| v.into_iter().map(Value::array).collect())
+            .collect(),
+        (None, npy_none) => {
+            let src = if npy_none {
+                ArgSource::None
+            } else {
+                ArgSource::Npy(a.arg.clone())
+            };
+            let one: Vec<Value> = read_args(m, &src)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(Value::array)
+                .collect();
+            vec![one; devices]
+        }
+    })
+}
+
+/// `hlosim run --fabric mpi` on one of several ranks: every rank prepares (and the ranks
+/// agree that all could), rank 0 reads the arguments and hands each rank its block's, then
+/// [`run_devices`] runs the block.
+fn run_ranks(a: &Args, cluster: &Cluster) -> Result<Exit, String> {
+    let recorder = a.stats.then(Recorder::start);
+    let prepared = prepare(a, cluster.is_root()).and_then(|(m, machine, devices)| {
+        cluster.block(devices)?;
+        if let Some(out) = output_path(a, cluster) {
+            inputs(a).check_output("--out", &out)?;
+        }
+        let args = if cluster.is_root() {
+            Some(read_device_arguments(a, &m, devices)?)
+        } else {
+            None
+        };
+        Ok((m, machine, devices, args))
+    });
+    let (m, machine, devices, args) = match cluster.agree(prepared) {
+        Ok(p) => p,
+        Err(d) => return super::fabric::stop(d),
+    };
+    let local = or_end_job(cluster, cluster.scatter_devices(args, devices))?;
+    run_devices(a, &m, devices, &machine, recorder.as_ref(), cluster, local)
 }
 
 /// The `--stats` section title of this command's run.
@@ -352,15 +458,23 @@ fn per_device_layout(path: &Path) -> bool {
 /// Prints a device run's findings and table loads to stderr (prefixed with the device when
 /// several run).
 fn report_device_run(run: &DeviceRun, device: Option<usize>) {
+    eprint!("{}", device_run_text(run, device));
+}
+
+/// What [`report_device_run`] prints.
+fn device_run_text(run: &DeviceRun, device: Option<usize>) -> String {
+    use std::fmt::Write;
     let prefix = device.map(|d| format!("device {d}: ")).unwrap_or_default();
+    let mut s = String::new();
     if run.cast_instructions > 0 {
-        eprintln!(
+        let _ = writeln!(
+            s,
             "{prefix}auto-cast rounded the operands of {} instruction execution(s)",
             run.cast_instructions
         );
     }
     for f in &run.findings {
-        eprintln!("{prefix}{f}");
+        let _ = writeln!(s, "{prefix}{f}");
     }
     if !run.loads.is_empty() {
         let sets: Vec<String> = run
@@ -368,12 +482,14 @@ fn report_device_run(run: &DeviceRun, device: Option<usize>) {
             .iter()
             .map(|l| format!("{} before {}", l.set_name, l.before))
             .collect();
-        eprintln!(
+        let _ = writeln!(
+            s,
             "{prefix}table loads: {} ({})",
             run.loads.len(),
             sets.join(", ")
         );
     }
+    s
 }
 
 fn device_json(run: &DeviceRun) -> serde_json::Value {
@@ -392,49 +508,46 @@ fn device_json(run: &DeviceRun) -> serde_json::Value {
     })
 }
 
-/// `hlosim run` on several simulated devices.
+/// What one rank says of its devices' device-mode runs, gathered on rank 0 in rank order
+/// (which is device order).
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct BlockReport {
+    /// The findings and table loads, as [`report_device_run`] prints them.
+    text: String,
+    /// `--json`: one document per device.
+    docs: Vec<serde_json::Value>,
+    /// Whether a finding is at error level.
+    found: bool,
+}
+
+/// `hlosim run` on several simulated devices: `args` are those of this process's block
+/// (`cluster.block`), every device when one process runs them all.
 fn run_devices(
     a: &Args,
     m: &hlosim::hlo::Module,
     devices: usize,
     machine: &Machine,
     recorder: Option<&Recorder>,
+    cluster: &Cluster,
+    args: Vec<Vec<Value>>,
 ) -> Result<Exit, String> {
     let sink = recorder.map(Recorder::sink);
     let budget = budget(a);
-    let args: Vec<Vec<Value>> = match (&a.args, a.arg.is_empty()) {
-        (Some(p), _) => read_device_args(m, p, devices)
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|v| v.into_iter().map(Value::array).collect())
-            .collect(),
-        (None, npy_none) => {
-            let src = if npy_none {
-                ArgSource::None
-            } else {
-                ArgSource::Npy(a.arg.clone())
-            };
-            let one: Vec<Value> = read_args(m, &src)
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .map(Value::array)
-                .collect();
-            vec![one; devices]
-        }
-    };
+    let block = cluster.block(devices)?;
+    let fabric = cluster.fabric(devices)?;
     let slots: Vec<Mutex<Option<Vec<Value>>>> =
         args.into_iter().map(|v| Mutex::new(Some(v))).collect();
     let take = |d: usize| -> Vec<Value> {
-        slots[d]
+        slots[d - block.start]
             .lock()
             .map(|mut s| s.take().unwrap_or_default())
             .unwrap_or_default()
     };
-    let mut found = false;
+    let mut report = BlockReport::default();
     let results: Vec<Value> = match a.mode {
         Mode::Reference => {
             let options = eval_options(a);
-            run_with_budget(devices, budget.clone(), |mut rep| {
+            run_placed(block.clone(), devices, fabric, budget.clone(), |mut rep| {
                 rep.max_while_iterations = max_iterations(a);
                 rep.stats = sink.clone();
                 let d = rep.device;
@@ -445,8 +558,8 @@ fn run_devices(
             .map_err(|e| e.to_string())?
         }
         Mode::Device => {
-            let config = device_config(a, machine)?;
-            let runs = run_with_budget(devices, budget.clone(), |mut rep| {
+            let config = device_config(a, machine, cluster.is_root())?;
+            let runs = run_placed(block.clone(), devices, fabric, budget.clone(), |mut rep| {
                 rep.max_while_iterations = max_iterations(a);
                 rep.stats = sink.clone();
                 let d = rep.device;
@@ -457,53 +570,102 @@ fn run_devices(
                 execute_on_device(m, take(d), config)
             })
             .map_err(|e| e.to_string())?;
-            for (d, run) in runs.iter().enumerate() {
-                report_device_run(run, Some(d));
+            for (d, run) in block.clone().zip(&runs) {
+                report.text += &device_run_text(run, Some(d));
+                if a.json {
+                    let mut v = device_json(run);
+                    v["device"] = serde_json::json!(d);
+                    report.docs.push(v);
+                }
             }
-            found = runs.iter().any(has_error_finding);
-            if a.json {
-                let docs: Vec<serde_json::Value> = runs
-                    .iter()
-                    .enumerate()
-                    .map(|(d, r)| {
-                        let mut v = device_json(r);
-                        v["device"] = serde_json::json!(d);
-                        v
-                    })
-                    .collect();
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&serde_json::json!({ "devices": docs }))
-                        .map_err(|e| e.to_string())?
-                );
-            }
+            report.found = runs.iter().any(has_error_finding);
             runs.into_iter().map(|r| r.result).collect()
         }
     };
-    let leaves: Vec<Vec<_>> = results.iter().map(|r| r.leaves()).collect();
-    let refs: Vec<Vec<&hlosim::hlo::ArrayLiteral>> = leaves
-        .iter()
-        .map(|l| l.iter().map(|x| x.as_ref()).collect())
-        .collect();
-    match &a.out {
-        Some(out) => {
-            write_device_outputs(out, &refs).map_err(|e| e.to_string())?;
+    // The block reports, on rank 0 in device order.
+    let mine = serde_json::to_vec(&report).map_err(|e| e.to_string())?;
+    let reports: Option<Vec<BlockReport>> = cluster
+        .gather(mine)
+        .map(|all| {
+            all.iter()
+                .map(|b| serde_json::from_slice(b).map_err(|e| e.to_string()))
+                .collect::<Result<_, _>>()
+        })
+        .transpose()?;
+    let mut found = false;
+    if let Some(reports) = &reports {
+        for r in reports {
+            eprint!("{}", r.text);
+        }
+        found = reports.iter().any(|r| r.found);
+        if a.json && a.mode == Mode::Device {
+            let docs: Vec<&serde_json::Value> = reports.iter().flat_map(|r| &r.docs).collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({ "devices": docs }))
+                    .map_err(|e| e.to_string())?
+            );
+        }
+    }
+    let outputs = output_path(a, cluster);
+    if a.out_per_rank {
+        if let Some(out) = &outputs {
+            let leaves: Vec<Vec<_>> = results.iter().map(|r| r.leaves()).collect();
+            let refs: Vec<Vec<&hlosim::hlo::ArrayLiteral>> = leaves
+                .iter()
+                .map(|l| l.iter().map(|x| x.as_ref()).collect())
+                .collect();
+            write_device_block_outputs(out, block.start, &refs).map_err(|e| e.to_string())?;
             eprintln!(
-                "{devices} devices x {} output(s) -> {}",
+                "devices {}..{} x {} output(s) -> {}",
+                block.start,
+                block.end - 1,
                 refs.first().map_or(0, Vec::len),
                 out.display()
             );
         }
-        None if a.json => {}
-        None => {
-            for (d, r) in refs.iter().enumerate() {
-                println!("device {d}:");
-                print!("{}", summarize(r));
+    } else {
+        let per_device: Vec<Vec<Value>> = results.into_iter().map(|r| vec![r]).collect();
+        if let Some(all) = cluster.gather_devices(per_device)? {
+            let leaves: Vec<Vec<_>> = all
+                .iter()
+                .map(|r| r.iter().flat_map(Value::leaves).collect())
+                .collect();
+            let refs: Vec<Vec<&hlosim::hlo::ArrayLiteral>> = leaves
+                .iter()
+                .map(|l: &Vec<std::sync::Arc<hlosim::hlo::ArrayLiteral>>| {
+                    l.iter().map(|x| x.as_ref()).collect()
+                })
+                .collect();
+            match &outputs {
+                Some(out) => {
+                    write_device_outputs(out, &refs).map_err(|e| e.to_string())?;
+                    eprintln!(
+                        "{devices} devices x {} output(s) -> {}",
+                        refs.first().map_or(0, Vec::len),
+                        out.display()
+                    );
+                }
+                None if a.json => {}
+                None => {
+                    for (d, r) in refs.iter().enumerate() {
+                        println!("device {d}:");
+                        print!("{}", summarize(r));
+                    }
+                }
             }
         }
     }
     if let (Some(r), Some(sink)) = (recorder, &sink) {
         sink.note_memory(&budget);
+        if cluster.is_distributed() {
+            eprintln!(
+                "rank {} (devices {}..{}):",
+                cluster.rank(),
+                block.start,
+                block.end - 1
+            );
+        }
         eprint!("{}", r.report(&[(run_title(a, devices), sink)]));
     }
     Ok(Exit::finding_if(found))

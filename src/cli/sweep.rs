@@ -364,6 +364,8 @@ impl<'a> Sweep<'a> {
                 max_memory: self.max_memory,
                 stats: None,
                 against: None,
+                inputs: None,
+                placement: None,
             };
             let (report, _) = diff_case(&module, &self.modules[c.module].shown, case, self.args)?;
             Ok(Outcome::of_report(&report, started.elapsed().as_secs_f64()))

@@ -2,11 +2,11 @@
 //! hardware would not honour, kernels that do not match their data, lowering that did not
 //! happen. Error-level findings make `hlosim diff` fail even when the numbers agree.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// How serious a finding is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     /// Worth knowing; the result is still what the hardware computes.
@@ -16,7 +16,7 @@ pub enum Level {
 }
 
 /// What was found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum FindingKind {
     /// A TOTALORDER compare reached the compare unit, which has no such mode; it ran as IEEE
@@ -63,7 +63,7 @@ impl FindingKind {
 }
 
 /// One finding, located at an instruction.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     pub level: Level,
     pub computation: String,

@@ -27,28 +27,28 @@ use crate::eval::{dispatch, Evaluator, Hooks, Value};
 use crate::hlo::{CompId, Computation, InstrId, Instruction, Module, NameIndex, Opcode};
 use crate::neuron;
 use crate::passes::Provenance;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
 
 /// One example element of a divergent instruction.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Example {
     /// Multi-dimensional index.
     pub index: Vec<i64>,
     pub reference: String,
     pub device: String,
     /// The reference operand values at the same index (elementwise instructions only).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<String>,
     /// The device operand values at the same index (elementwise instructions only).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_inputs: Vec<String>,
 }
 
 /// An instruction whose device values are beyond tolerance (see the module docs for
 /// divergent vs amplified).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Divergence {
     /// Original instruction name (entry computation).
     pub instruction: String,
@@ -126,14 +126,14 @@ enum Cause {
 /// device value against its own semantics applied to its device operands, uncast) and how
 /// much its value carries in all (against the reference). Errors are relative RMS norms over
 /// the finite elements: ‖device − x‖₂ / ‖reference‖₂.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PrecisionRow {
     /// Original instruction name.
     pub instruction: String,
     pub opcode: String,
     /// `auto-cast` (a cast instruction), `table` (an activation kernel) or `exact` (anything
     /// else: its error is what it received, amplified or damped).
-    pub source: &'static str,
+    pub source: String,
     /// The error this instruction introduced.
     pub introduced: f64,
     /// The error its value carries (introduced plus received).
@@ -720,7 +720,7 @@ impl Comparer<'_> {
             rows.push(PrecisionRow {
                 instruction: oins.name.clone(),
                 opcode: oins.opcode.name().to_string(),
-                source,
+                source: source.to_string(),
                 introduced,
                 total,
                 device: self.device,

@@ -19,11 +19,11 @@
 use crate::hlo::{InstrId, Instruction, Module};
 use crate::io::npz::entry_parameters;
 use crate::passes::provenance::{InstrRef, Provenance};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// How an instruction of B was matched with one of A.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MatchedBy {
     Name,

@@ -7,7 +7,7 @@
 use super::tolerance::Tolerance;
 use crate::hlo::{ArrayData, ArrayLiteral};
 use half::{bf16, f16};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Upper bounds (inclusive) of the ULP histogram buckets: 0, 1, 2, 3–4, 5–16, >16.
 pub const ULP_BUCKETS: [&str; 6] = ["0", "1", "2", "3-4", "5-16", ">16"];
@@ -24,7 +24,7 @@ fn bucket(ulp: u64) -> usize {
 }
 
 /// One element of an array pair, for the report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ElementDiff {
     /// Flat row-major index.
     pub flat: usize,
@@ -39,7 +39,7 @@ pub struct ElementDiff {
 }
 
 /// Error metrics of one array pair.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
     /// Element type name.
     pub dtype: String,

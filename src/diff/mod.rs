@@ -21,6 +21,7 @@ pub mod inputs;
 pub mod matching;
 pub mod metrics;
 pub mod pairs;
+pub mod ranks;
 pub mod reduce;
 pub mod report;
 pub mod semantic;
@@ -37,8 +38,9 @@ use crate::device::autocast::CastHooks;
 use crate::device::machine::Machine;
 use crate::device::schedule::profile_module_with;
 use crate::device::{execute_on_device_observed, execute_reference_observed, DeviceConfig};
+use crate::eval::collectives::fabric::{Fabric, InProcessFabric};
 use crate::eval::memory::MemoryBudget;
-use crate::eval::replicas::run_with_budget;
+use crate::eval::replicas::run_placed;
 use crate::eval::{Evaluator, NoHooks, Value};
 use crate::hlo::{InstrId, Module};
 use crate::passes::{PassError, PassManager, PipelineOutput, Provenance};
@@ -72,6 +74,10 @@ pub struct DiffOptions {
     /// their memory budgets saw (`diff --stats`); `Some` also turns on timing. The replays
     /// that attribute a divergence are not counted.
     pub stats: Option<[std::sync::Arc<crate::eval::StatsSink>; 2]>,
+    /// Where the devices run when several processes share them (`--fabric mpi`): the
+    /// arguments given are then this rank's block's, and the report is whole on rank 0
+    /// only. `None`: every device is a thread of this process.
+    pub placement: Option<ranks::Placement>,
 }
 
 impl Default for DiffOptions {
@@ -86,6 +92,7 @@ impl Default for DiffOptions {
             max_while_iterations: None,
             precision_report: false,
             stats: None,
+            placement: None,
         }
     }
 }
@@ -145,8 +152,9 @@ pub fn diff_module(
     diff_module_on_devices(original, pipeline, vec![args], device, opts)
 }
 
-/// What one device's comparison found, collected after its run.
-#[derive(Default)]
+/// What one device's comparison found, collected after its run (and, merged, what a block
+/// of devices found: `ranks`).
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 struct DeviceFindings {
     first: Option<Divergence>,
     divergent: usize,
@@ -156,6 +164,20 @@ struct DeviceFindings {
     precision: usize,
     rows: Vec<attribution::PrecisionRow>,
     errors: Vec<String>,
+}
+
+impl DeviceFindings {
+    /// Adds another device's findings to these: the earlier divergences, summed counts.
+    fn absorb(&mut self, f: DeviceFindings) {
+        self.first = earlier(self.first.take(), f.first);
+        self.first_amplified = earlier(self.first_amplified.take(), f.first_amplified);
+        self.first_precision = earlier(self.first_precision.take(), f.first_precision);
+        self.divergent += f.divergent;
+        self.amplified += f.amplified;
+        self.precision += f.precision;
+        self.rows.extend(f.rows);
+        self.errors.extend(f.errors);
+    }
 }
 
 /// Keeps the earlier of two divergences (by position in the original entry, then device).
@@ -202,7 +224,30 @@ pub fn diff_against(
     device: DeviceConfig,
     opts: &DiffOptions,
 ) -> Result<DiffReport, DiffError> {
-    let devices = args.len();
+    let (devices, block) = match &opts.placement {
+        Some(p) => (
+            p.devices,
+            p.block()
+                .map_err(|e| DiffError::Reference(crate::eval::EvalError::new(e)))?,
+        ),
+        None => (args.len(), 0..args.len()),
+    };
+    if args.len() != block.len() {
+        return Err(DiffError::Reference(crate::eval::EvalError::new(format!(
+            "arguments for {} devices given for the block of devices {}..{}",
+            args.len(),
+            block.start,
+            block.end
+        ))));
+    }
+    let fabric = || -> Result<std::sync::Arc<dyn Fabric>, DiffError> {
+        match &opts.placement {
+            Some(p) => p
+                .fabric()
+                .map_err(|e| DiffError::Reference(crate::eval::EvalError::new(e))),
+            None => Ok(std::sync::Arc::new(InProcessFabric::new(devices))),
+        }
+    };
     let mut report = DiffReport {
         module: original.name.clone(),
         passes: Vec::new(),
@@ -322,8 +367,12 @@ pub fn diff_against(
     };
     let sinks = opts.stats.clone();
     let reference_budget = budget();
-    let reference: Vec<(Value, attribution::RefStore)> =
-        run_with_budget(devices, reference_budget.clone(), |mut rep| {
+    let reference: Vec<(Value, attribution::RefStore)> = run_placed(
+        block.clone(),
+        devices,
+        fabric()?,
+        reference_budget.clone(),
+        |mut rep| {
             rep.max_while_iterations = iterations;
             rep.stats = sinks.as_ref().map(|s| s[0].clone());
             let d = rep.device;
@@ -337,7 +386,7 @@ pub fn diff_against(
             };
             let mut ev = Evaluator::with_hooks(original, Box::new(hooks));
             ev.set_replica(rep);
-            let v = ev.run(take(&reference_args, d))?;
+            let v = ev.run(take(&reference_args, d - block.start))?;
             drop(ev);
             let store = Rc::try_unwrap(store)
                 .map(RefCell::into_inner)
@@ -345,8 +394,9 @@ pub fn diff_against(
                     crate::eval::EvalError::new("internal: reference store still shared")
                 })?;
             Ok((v, store))
-        })
-        .map_err(DiffError::Reference)?;
+        },
+    )
+    .map_err(DiffError::Reference)?;
     let (reference, stores): (Vec<Value>, Vec<attribution::RefStore>) =
         reference.into_iter().unzip();
     let stores: Vec<Mutex<Option<attribution::RefStore>>> =
@@ -355,7 +405,8 @@ pub fn diff_against(
     // The device run, comparing every value as it is computed.
     let tc = transformed.entry_computation();
     let device_uses = mapping.device_uses(tc);
-    let found: Vec<Mutex<DeviceFindings>> = (0..devices)
+    let found: Vec<Mutex<DeviceFindings>> = block
+        .clone()
         .map(|_| Mutex::new(DeviceFindings::default()))
         .collect();
     let transformed = &transformed;
@@ -363,102 +414,163 @@ pub fn diff_against(
         s[0].note_memory(&reference_budget);
     }
     let device_budget = budget();
-    let run = run_with_budget(devices, device_budget.clone(), |mut rep| {
-        rep.max_while_iterations = iterations;
-        rep.stats = sinks.as_ref().map(|s| s[1].clone());
-        let d = rep.device;
-        let store = stores[d]
-            .lock()
-            .ok()
-            .and_then(|mut s| s.take())
-            .ok_or_else(|| crate::eval::EvalError::new("internal: no reference store"))?;
-        let store = Rc::new(RefCell::new(store));
-        let mut cmp = attribution::Comparer {
-            original,
-            // The same semantics as both runs (hooked evaluators round every operation).
-            replayer: replayer(original, NoHooks),
-            device_values: vec![None; tc.instructions.len()],
-            device_uses: device_uses.clone(),
-            amplified: 0,
-            first_amplified: None,
-            cast: device.auto_cast,
-            cast_replayer: replayer(
+    let run = run_placed(
+        block.clone(),
+        devices,
+        fabric()?,
+        device_budget.clone(),
+        |mut rep| {
+            rep.max_while_iterations = iterations;
+            rep.stats = sinks.as_ref().map(|s| s[1].clone());
+            let d = rep.device;
+            let store = stores[d - block.start]
+                .lock()
+                .ok()
+                .and_then(|mut s| s.take())
+                .ok_or_else(|| crate::eval::EvalError::new("internal: no reference store"))?;
+            let store = Rc::new(RefCell::new(store));
+            let mut cmp = attribution::Comparer {
                 original,
-                CastHooks::new(device.auto_cast, original, NoHooks),
-            ),
-            table_replayer: replayer(
-                original,
-                CastHooks::new(
-                    device.auto_cast,
+                // The same semantics as both runs (hooked evaluators round every operation).
+                replayer: replayer(original, NoHooks),
+                device_values: vec![None; tc.instructions.len()],
+                device_uses: device_uses.clone(),
+                amplified: 0,
+                first_amplified: None,
+                cast: device.auto_cast,
+                cast_replayer: replayer(
                     original,
-                    attribution::DeviceTables(device.tables.clone()),
+                    CastHooks::new(device.auto_cast, original, NoHooks),
                 ),
-            ),
-            precision: 0,
-            first_precision: None,
-            precision_rows: opts.precision_report.then(Vec::new),
-            mapping: &mapping,
-            store: store.clone(),
-            tolerances: &opts.tolerances,
-            max_examples: opts.max_examples,
-            first: None,
-            divergent: 0,
-            errors: Vec::new(),
-            state: vec![0; n],
-            device: d,
-        };
-        let config = DeviceConfig {
-            replica: rep.clone(),
-            ..device.clone()
-        };
-        let run = {
-            let mut obs = |m: &Module, id: InstrId, v: &Value| cmp.observe(m, id, v);
-            match mode {
-                AgainstMode::Device => execute_on_device_observed(
-                    transformed,
-                    take(&device_args, d),
-                    config,
-                    Some(&mut obs),
+                table_replayer: replayer(
+                    original,
+                    CastHooks::new(
+                        device.auto_cast,
+                        original,
+                        attribution::DeviceTables(device.tables.clone()),
+                    ),
                 ),
-                AgainstMode::Reference => {
-                    execute_reference_observed(transformed, take(&device_args, d), rep, &mut obs)
-                }
-            }
-        };
-        if let Ok(mut f) = found[d].lock() {
-            *f = DeviceFindings {
-                first: cmp.first.take(),
-                divergent: cmp.divergent,
-                first_amplified: cmp.first_amplified.take(),
-                amplified: cmp.amplified,
-                first_precision: cmp.first_precision.take(),
-                precision: cmp.precision,
-                rows: cmp.precision_rows.take().unwrap_or_default(),
-                errors: std::mem::take(&mut cmp.errors),
+                precision: 0,
+                first_precision: None,
+                precision_rows: opts.precision_report.then(Vec::new),
+                mapping: &mapping,
+                store: store.clone(),
+                tolerances: &opts.tolerances,
+                max_examples: opts.max_examples,
+                first: None,
+                divergent: 0,
+                errors: Vec::new(),
+                state: vec![0; n],
+                device: d,
             };
-        }
-        run
-    });
+            let config = DeviceConfig {
+                replica: rep.clone(),
+                ..device.clone()
+            };
+            let run = {
+                let mut obs = |m: &Module, id: InstrId, v: &Value| cmp.observe(m, id, v);
+                match mode {
+                    AgainstMode::Device => execute_on_device_observed(
+                        transformed,
+                        take(&device_args, d - block.start),
+                        config,
+                        Some(&mut obs),
+                    ),
+                    AgainstMode::Reference => execute_reference_observed(
+                        transformed,
+                        take(&device_args, d - block.start),
+                        rep,
+                        &mut obs,
+                    ),
+                }
+            };
+            if let Ok(mut f) = found[d - block.start].lock() {
+                *f = DeviceFindings {
+                    first: cmp.first.take(),
+                    divergent: cmp.divergent,
+                    first_amplified: cmp.first_amplified.take(),
+                    amplified: cmp.amplified,
+                    first_precision: cmp.first_precision.take(),
+                    precision: cmp.precision,
+                    rows: cmp.precision_rows.take().unwrap_or_default(),
+                    errors: std::mem::take(&mut cmp.errors),
+                };
+            }
+            run
+        },
+    );
     if let Some(s) = &sinks {
         s[1].note_memory(&device_budget);
     }
-    let mut errors = Vec::new();
+    // This block's findings and outputs (`amplified` is set below, once every device's
+    // findings are known).
+    let mut part = ranks::BlockPart::default();
     for f in found {
-        let f = f.into_inner().unwrap_or_default();
-        report.first_divergence = earlier(report.first_divergence.take(), f.first);
-        report.first_amplified = earlier(report.first_amplified.take(), f.first_amplified);
-        report.divergent_instructions += f.divergent;
-        report.amplified_instructions += f.amplified;
-        report.first_precision = earlier(report.first_precision.take(), f.first_precision);
-        report.precision_instructions += f.precision;
-        if opts.precision_report {
-            report
-                .precision_report
-                .get_or_insert_with(Vec::new)
-                .extend(f.rows);
-        }
-        errors.extend(f.errors);
+        part.found.absorb(f.into_inner().unwrap_or_default());
     }
+    match run {
+        Ok(runs) => {
+            for (d, (run, reference)) in block.clone().zip(runs.into_iter().zip(&reference)) {
+                part.findings.extend(run.findings.into_iter().map(|mut f| {
+                    f.device = d;
+                    f
+                }));
+                let on = if devices > 1 {
+                    format!("device {d}: ")
+                } else {
+                    String::new()
+                };
+                let (rl, dl) = (reference.leaves(), run.result.leaves());
+                if rl.len() != dl.len() {
+                    part.output_errors.push(format!(
+                        "{on}the reference has {} outputs, the device {}",
+                        rl.len(),
+                        dl.len()
+                    ));
+                }
+                for (i, (r, dv)) in rl.iter().zip(&dl).enumerate() {
+                    let tol = opts.tolerances.get(r.shape.ty);
+                    match compare_arrays(r, dv, &tol) {
+                        Ok(m) => part.outputs.push(OutputReport {
+                            index: i,
+                            device: d,
+                            tolerance: tol,
+                            within_tolerance: m.within_tolerance(),
+                            amplified: false,
+                            metrics: m,
+                        }),
+                        Err(e) => part.output_errors.push(format!("{on}out{i}: {e}")),
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            report.device_error_at = e.computation.clone().zip(e.instruction.clone());
+            report.device_error = Some(e.to_string());
+        }
+    }
+    // Every block's, on rank 0 when several ranks share the devices.
+    let part = match &opts.placement {
+        Some(p) => match p
+            .gather(part)
+            .map_err(|e| DiffError::Reference(crate::eval::EvalError::new(e)))?
+        {
+            Some(all) => all,
+            None => return Ok(report),
+        },
+        None => part,
+    };
+    let f = part.found;
+    report.first_divergence = f.first;
+    report.first_amplified = f.first_amplified;
+    report.first_precision = f.first_precision;
+    report.divergent_instructions = f.divergent;
+    report.amplified_instructions = f.amplified;
+    report.precision_instructions = f.precision;
+    if opts.precision_report {
+        report.precision_report = Some(f.rows);
+    }
+    let errors = f.errors;
     if let Some(rows) = report.precision_report.as_mut() {
         // Largest introduced error first; ties (e.g. exact instructions at 0) by total.
         rows.sort_by(|a, b| {
@@ -475,49 +587,16 @@ pub fn diff_against(
             .iter()
             .map(|e| format!("intermediate value shapes differ: {e}")),
     );
-    match run {
-        Ok(runs) => {
-            for (d, (run, reference)) in runs.into_iter().zip(&reference).enumerate() {
-                report
-                    .findings
-                    .extend(run.findings.into_iter().map(|mut f| {
-                        f.device = d;
-                        f
-                    }));
-                let on = if devices > 1 {
-                    format!("device {d}: ")
-                } else {
-                    String::new()
-                };
-                let (rl, dl) = (reference.leaves(), run.result.leaves());
-                if rl.len() != dl.len() {
-                    report.output_errors.push(format!(
-                        "{on}the reference has {} outputs, the device {}",
-                        rl.len(),
-                        dl.len()
-                    ));
-                }
-                for (i, (r, dv)) in rl.iter().zip(&dl).enumerate() {
-                    let tol = opts.tolerances.get(r.shape.ty);
-                    match compare_arrays(r, dv, &tol) {
-                        Ok(m) => report.outputs.push(OutputReport {
-                            index: i,
-                            device: d,
-                            tolerance: tol,
-                            within_tolerance: m.within_tolerance(),
-                            amplified: !m.within_tolerance() && explained,
-                            metrics: m,
-                        }),
-                        Err(e) => report.output_errors.push(format!("{on}out{i}: {e}")),
-                    }
-                }
-            }
-        }
-        Err(e) => {
-            report.device_error_at = e.computation.clone().zip(e.instruction.clone());
-            report.device_error = Some(e.to_string());
-        }
-    }
+    report.output_errors.extend(part.output_errors);
+    report.findings = part.findings;
+    report.outputs = part
+        .outputs
+        .into_iter()
+        .map(|o| OutputReport {
+            amplified: !o.within_tolerance && explained,
+            ..o
+        })
+        .collect();
     if let Some(m) = &matching {
         for d in [
             &mut report.first_divergence,

@@ -7,12 +7,12 @@ use super::semantic::SemanticChange;
 use super::tolerance::Tolerance;
 use crate::device::autocast::AutoCast;
 use crate::device::{Finding, Level};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// One output (a leaf of the root value, in order).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutputReport {
     /// Leaf index (`out<i>`).
     pub index: usize,
@@ -444,7 +444,7 @@ fn render_precision(s: &mut String, rows: &[PrecisionRow], multi: bool) {
                 e.1 += r.introduced;
                 e.2 += 1;
             }
-            None => sums.push((r.source, r.introduced, 1)),
+            None => sums.push((&r.source, r.introduced, 1)),
         }
     }
     sums.sort_by(|a, b| b.1.total_cmp(&a.1));

@@ -12,7 +12,7 @@
 //! floating type. Entries replace the default of their dtype.
 
 use crate::hlo::ElementType;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -29,7 +29,7 @@ pub const TABLE_ABS: f64 = 5.960464477539063e-8;
 pub const F32_TABLE_REL: f64 = 3.0517578125e-5;
 
 /// Alternative bounds for one dtype (see the module documentation).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tolerance {
     /// Largest accepted ULP distance.
     #[serde(skip_serializing_if = "Option::is_none")]

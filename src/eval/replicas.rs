@@ -114,6 +114,30 @@ where
     T: Send,
     F: Fn(Replica) -> Result<T, EvalError> + Sync,
 {
+    run_placed(0..count, count, fabric, budget, work)
+}
+
+/// Runs `work(replica)` for the devices `local` of `count` (the block one process hosts
+/// when several share the program: the MPI transport, `src/cluster/`) and returns their
+/// results in device order, or the first failure of them. The devices outside `local` run
+/// elsewhere and are met only through `fabric`.
+pub fn run_placed<T, F>(
+    local: std::ops::Range<usize>,
+    count: usize,
+    fabric: Arc<dyn Fabric>,
+    budget: Arc<MemoryBudget>,
+    work: F,
+) -> Result<Vec<T>, EvalError>
+where
+    T: Send,
+    F: Fn(Replica) -> Result<T, EvalError> + Sync,
+{
+    if local.is_empty() || local.end > count {
+        return Err(EvalError::new(format!(
+            "devices {}..{} are not a block of the {count} devices",
+            local.start, local.end
+        )));
+    }
     let one = |device: usize| -> Option<T> {
         let replica = Replica {
             device,
@@ -139,12 +163,13 @@ where
             }
         }
     };
-    let results: Vec<Option<T>> = if count == 1 {
-        vec![one(0)]
+    let results: Vec<Option<T>> = if local.len() == 1 {
+        vec![one(local.start)]
     } else {
         std::thread::scope(|s| {
             let one = &one;
-            let handles: Vec<_> = (0..count)
+            let handles: Vec<_> = local
+                .clone()
                 .map(|d| {
                     let h = std::thread::Builder::new()
                         .name(format!("device {d}"))
@@ -172,6 +197,7 @@ where
             ..e
         });
     }
+    fabric.close();
     results
         .into_iter()
         .map(|r| r.ok_or_else(|| EvalError::new("a device stopped without an error")))

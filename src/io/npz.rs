@@ -561,9 +561,20 @@ pub fn write_outputs(path: &Path, leaves: &[&ArrayLiteral]) -> Result<(), IoErro
 /// Writes per-device output leaves as `d{d}/out{k}` (the layout of `xla_oracle.py run
 /// --replicas N`).
 pub fn write_device_outputs(path: &Path, devices: &[Vec<&ArrayLiteral>]) -> Result<(), IoError> {
+    write_device_block_outputs(path, 0, devices)
+}
+
+/// [`write_device_outputs`] for the block of devices that starts at device `first` (one MPI
+/// rank's, `--out-per-rank`): members keep the global device numbers.
+pub fn write_device_block_outputs(
+    path: &Path,
+    first: usize,
+    devices: &[Vec<&ArrayLiteral>],
+) -> Result<(), IoError> {
     let named: Vec<(String, &ArrayLiteral)> = devices
         .iter()
         .enumerate()
+        .map(|(i, leaves)| (first + i, leaves))
         .flat_map(|(d, leaves)| {
             leaves
                 .iter()

@@ -248,3 +248,46 @@ fn a_result_beyond_the_memory_budget_is_an_input_error() {
     assert_eq!(o.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// In a build without the `mpi` feature (the default), `--fabric mpi` says how to get one, on
+/// every command that takes it, before reading anything else.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn fabric_mpi_without_the_feature_says_how_to_build_it() {
+    let m = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/hlo/bert_mlp_gelu.hlo");
+    for cmd in ["run", "diff", "profile"] {
+        let o = hlosim(&[cmd, s(&m), "--fabric", "mpi"]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("built without MPI support")
+                && err.contains("cargo build --release --features mpi")
+                && err.contains("libopenmpi-dev openmpi-bin libclang-dev"),
+            "{cmd}: {err}"
+        );
+    }
+}
+
+/// `--out-per-rank` in one process: rank 0 of 1 writes `out.rank0.npz` with every device.
+#[test]
+fn out_per_rank_in_one_process_is_rank_0_of_1() {
+    let d = scratch("per_rank");
+    let (m, args) = (d.join("m.hlo"), d.join("args.npz"));
+    let (x, w) = (f32s(&[1.0, 2.0]), f32s(&[3.0, 4.0]));
+    write_npz(&args, &[("arg0".into(), &x), ("arg1".into(), &w)]).unwrap();
+    let o = hlosim(&[
+        "run",
+        s(&m),
+        "--args",
+        s(&args),
+        "-o",
+        s(&d.join("out.npz")),
+        "--out-per-rank",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!d.join("out.npz").exists());
+    let mut names = hlosim::io::npz::member_names(&d.join("out.rank0.npz")).unwrap();
+    names.sort();
+    assert_eq!(names, ["d0/out0", "d0/out1", "d1/out0", "d1/out1"]);
+    let _ = std::fs::remove_dir_all(&d);
+}

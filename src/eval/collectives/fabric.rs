@@ -48,6 +48,10 @@ pub trait Fabric: Send + Sync {
     fn finish(&self, device: usize);
     /// The first failure, with the device that had it.
     fn first_failure(&self) -> Option<(usize, EvalError)>;
+    /// Called once every device of this process finished without a failure: a fabric that
+    /// spans processes settles what is still in flight (the MPI fabric takes the other
+    /// ranks' end-of-program notices, so the next run on the same ranks starts clean).
+    fn close(&self) {}
 }
 
 /// One rendezvous in progress.

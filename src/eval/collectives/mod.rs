@@ -34,6 +34,7 @@
 pub mod fabric;
 pub mod groups;
 pub mod reduction;
+pub mod wire;
 
 use super::shape_ops::{concat_arrays, slice_dim};
 use super::{err, EvalError, Evaluator, KResult, Value};
