@@ -81,7 +81,10 @@ fn mpirun(ranks: usize, args: &[&str], limit: Duration) -> Option<Output> {
         .args(["--fabric", "mpi"])
         // As root (CI), Open MPI refuses to start without both.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        // Shared-memory messages copied through a buffer rather than read from the other
+        // process (cross-memory attach), which containers often forbid.
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
     run_with_timeout(c, limit)
 }
 

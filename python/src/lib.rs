@@ -856,6 +856,7 @@ fn run_diff<'py>(
             max_while_iterations: max_iterations,
             precision_report,
             stats: None,
+            placement: None,
         };
         let pipeline = PassManager::from_names(&passes).map_err(|e| Error::Value(e.to_string()))?;
         diff::diff_against(&m, Against::Pipeline(&pipeline), args, config, &opts)
