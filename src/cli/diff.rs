@@ -205,23 +205,35 @@ pub fn run(a: Args) -> Result<Exit, String> {
         module,
         against,
         devices,
-        inputs,
     } = match cluster.agree(prepare(&a, &cluster)) {
         Ok(p) => p,
         Err(d) => return super::fabric::stop(d),
     };
     let against_shown = a.against.as_deref().map(shown).unwrap_or_default();
     let stats = recorder.as_ref().map(|r| [r.sink(), r.sink()]);
-    let inputs = match inputs {
-        Some((all, description)) => Some((
-            or_end_job(&cluster, cluster.scatter_devices(Some(all), devices))?,
-            description,
-        )),
-        None if cluster.is_distributed() => Some((
-            or_end_job(&cluster, cluster.scatter_devices(None, devices))?,
-            String::new(),
-        )),
-        None => None,
+    // Under MPI rank 0 makes the inputs one block at a time and hands each rank its own;
+    // in one process `diff_case` makes them.
+    let inputs = if cluster.is_distributed() {
+        let config = DeviceConfig {
+            auto_cast: auto_cast(&a, &machine),
+            ..DeviceConfig::default()
+        };
+        let mut description = String::new();
+        let local = cluster.scatter_made(devices, |wanted| {
+            let (values, d) = case_inputs(
+                &module,
+                &shown(&a.modules[0]),
+                a.seed,
+                &a,
+                (devices, wanted),
+                &config,
+            )?;
+            description = d;
+            Ok(values)
+        });
+        Some((or_end_job(&cluster, local)?, description))
+    } else {
+        None
     };
     let case = Case {
         seed: a.seed,
@@ -290,9 +302,6 @@ struct Prepared {
     module: Module,
     against: Option<Module>,
     devices: usize,
-    /// Every device's inputs and their description, prepared on rank 0 when MPI ranks share
-    /// the devices (`None` elsewhere, and in one process, where `diff_case` prepares them).
-    inputs: Option<(Vec<Vec<Value>>, String)>,
 }
 
 /// The checks and reads of `hlosim diff` before any run (on every rank under MPI, which
@@ -332,22 +341,11 @@ fn prepare(a: &Args, cluster: &Cluster) -> Result<Prepared, String> {
     }
     let against = a.against.as_deref().map(load_module).transpose()?;
     let devices = super::common::device_count(&module, a.replicas)?;
-    let mut inputs = None;
     if cluster.is_distributed() {
         cluster.block(devices)?;
-        if cluster.is_root() {
-            let config = DeviceConfig {
-                auto_cast: auto_cast(a, &machine),
-                ..DeviceConfig::default()
-            };
-            inputs = Some(case_inputs(
-                &module,
-                &shown(&a.modules[0]),
-                a.seed,
-                a,
-                devices,
-                &config,
-            )?);
+        if let (true, Some(p)) = (cluster.is_root(), &a.args) {
+            // The file opens and lists its members; its arrays are read block by block.
+            hlosim::io::npz::member_names(p).map_err(|e| e.to_string())?;
         }
     }
     Ok(Prepared {
@@ -355,7 +353,6 @@ fn prepare(a: &Args, cluster: &Cluster) -> Result<Prepared, String> {
         module,
         against,
         devices,
-        inputs,
     })
 }
 
@@ -432,19 +429,19 @@ pub fn auto_cast(a: &Args, machine: &Machine) -> hlosim::device::autocast::AutoC
         .resolve(hlosim::device::autocast::CastMode::None, machine)
 }
 
-/// The inputs of one diff: every device's from `--args`, else generated from `seed` (device
-/// d: seed + d·2^32), with how the report describes them.
+/// The inputs of the devices `wanted` of `devices` in one diff: from `--args`, else
+/// generated from `seed` (device d: seed + d·2^32), with how the report describes them.
 pub fn case_inputs(
     module: &Module,
     display: &str,
     seed: u64,
     a: &Args,
-    devices: usize,
+    (devices, wanted): (usize, std::ops::Range<usize>),
     config: &DeviceConfig,
 ) -> Result<(Vec<Vec<Value>>, String), String> {
     Ok(match &a.args {
         Some(p) if devices > 1 => (
-            hlosim::io::npz::read_device_args(module, p, devices)
+            hlosim::io::npz::read_device_args_range(module, p, devices, wanted)
                 .map_err(|e| e.to_string())?
                 .into_iter()
                 .map(|v| v.into_iter().map(hlosim::eval::Value::array).collect())
@@ -453,8 +450,8 @@ pub fn case_inputs(
         ),
         Some(p) => (vec![read_args(p, module)?], p.display().to_string()),
         None => {
-            let mut per_device = Vec::with_capacity(devices);
-            for d in 0..devices as u64 {
+            let mut per_device = Vec::with_capacity(wanted.len());
+            for d in wanted.start as u64..wanted.end as u64 {
                 let opts = InputOptions {
                     seed: seed.wrapping_add(d << 32),
                     edge_fraction: a.edge_fraction,
@@ -500,7 +497,14 @@ pub fn diff_case(
     let devices = super::common::device_count(module, a.replicas)?;
     let (args, inputs_description) = match case.inputs {
         Some(given) => given,
-        None => case_inputs(module, display, case.seed, a, devices, &config)?,
+        None => case_inputs(
+            module,
+            display,
+            case.seed,
+            a,
+            (devices, 0..devices),
+            &config,
+        )?,
     };
     let opts = DiffOptions {
         tolerances,

@@ -21,8 +21,8 @@ use hlosim::eval::memory::MemoryBudget;
 use hlosim::eval::replicas::run_placed;
 use hlosim::eval::{DotAccumulation, EvalOptions, Evaluator, Replica, Value};
 use hlosim::io::npz::{
-    read_args, read_device_args, write_device_block_outputs, write_device_outputs, write_outputs,
-    ArgSource,
+    read_args, read_device_args_range, write_device_block_outputs, write_device_outputs,
+    write_outputs, ArgSource,
 };
 use hlosim::io::summary::summarize;
 use std::path::{Path, PathBuf};
@@ -237,7 +237,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
         inputs(&a).check_output("--out", &out)?;
     }
     if devices > 1 || a.args.as_deref().is_some_and(per_device_layout) {
-        let args = read_device_arguments(&a, &m, devices)?;
+        let args = read_device_arguments(&a, &m, devices, 0..devices)?;
         return run_devices(&a, &m, devices, &machine, recorder.as_ref(), &cluster, args);
     }
     let src = match (&a.args, a.arg.is_empty()) {
@@ -354,15 +354,16 @@ fn output_path(a: &Args, cluster: &Cluster) -> Option<PathBuf> {
     Some(out.with_file_name(name))
 }
 
-/// Every device's arguments (`--args` with d{d}/arg{j} or arg{j} members, or the same `--arg`
-/// files for every device).
+/// The arguments of the devices `wanted` of `devices` (`--args` with d{d}/arg{j} or arg{j}
+/// members, or the same `--arg` files for every device).
 fn read_device_arguments(
     a: &Args,
     m: &hlosim::hlo::Module,
     devices: usize,
+    wanted: std::ops::Range<usize>,
 ) -> Result<Vec<Vec<Value>>, String> {
     Ok(match (&a.args, a.arg.is_empty()) {
-        (Some(p), _) => read_device_args(m, p, devices)
+        (Some(p), _) => read_device_args_range(m, p, devices, wanted)
             .map_err(|e| e.to_string())?
             .into_iter()
             .map(|v| v.into_iter().map(Value::array).collect())
@@ -378,14 +379,14 @@ fn read_device_arguments(
                 .into_iter()
                 .map(Value::array)
                 .collect();
-            vec![one; devices]
+            vec![one; wanted.len()]
         }
     })
 }
 
 /// `hlosim run --fabric mpi` on one of several ranks: every rank prepares (and the ranks
-/// agree that all could), rank 0 reads the arguments and hands each rank its block's, then
-/// [`run_devices`] runs the block.
+/// agree that all could), rank 0 reads the arguments one block at a time and hands each rank
+/// its block's, then [`run_devices`] runs the block.
 fn run_ranks(a: &Args, cluster: &Cluster) -> Result<Exit, String> {
     let recorder = a.stats.then(Recorder::start);
     let prepared = prepare(a, cluster.is_root()).and_then(|(m, machine, devices)| {
@@ -393,18 +394,24 @@ fn run_ranks(a: &Args, cluster: &Cluster) -> Result<Exit, String> {
         if let Some(out) = output_path(a, cluster) {
             inputs(a).check_output("--out", &out)?;
         }
-        let args = if cluster.is_root() {
-            Some(read_device_arguments(a, &m, devices)?)
-        } else {
-            None
-        };
-        Ok((m, machine, devices, args))
+        if cluster.is_root() {
+            // The file opens and lists its members; its arrays are read block by block below.
+            if let Some(p) = &a.args {
+                hlosim::io::npz::member_names(p).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok((m, machine, devices))
     });
-    let (m, machine, devices, args) = match cluster.agree(prepared) {
+    let (m, machine, devices) = match cluster.agree(prepared) {
         Ok(p) => p,
         Err(d) => return super::fabric::stop(d),
     };
-    let local = or_end_job(cluster, cluster.scatter_devices(args, devices))?;
+    let local = or_end_job(
+        cluster,
+        cluster.scatter_made(devices, |wanted| {
+            read_device_arguments(a, &m, devices, wanted)
+        }),
+    )?;
     run_devices(a, &m, devices, &machine, recorder.as_ref(), cluster, local)
 }
 

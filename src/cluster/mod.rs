@@ -160,28 +160,33 @@ impl Cluster {
         Some(all)
     }
 
-    /// Hands every rank the values of its block of devices: `per_device` (every device's, in
-    /// device order) is given on rank 0 and ignored elsewhere.
-    pub fn scatter_devices(
-        &self,
-        per_device: Option<Vec<Vec<Value>>>,
-        devices: usize,
-    ) -> Result<Vec<Vec<Value>>, String> {
+    /// Hands every rank the values of its block of devices, which rank 0 makes (reads or
+    /// generates) one block at a time with `make(devices of the block)`: it sends each
+    /// other rank's block before making its own, so it never holds more than two blocks.
+    /// `make` runs on rank 0 only; in one process it makes every device's values at once.
+    pub fn scatter_made<F>(&self, devices: usize, mut make: F) -> Result<Vec<Vec<Value>>, String>
+    where
+        F: FnMut(Range<usize>) -> Result<Vec<Vec<Value>>, String>,
+    {
         let block = self.block(devices)?;
         if !self.is_distributed() {
-            return per_device.ok_or_else(|| "no values to hand out".to_string());
+            return make(block);
         }
-        if self.is_root() {
-            let mut all = per_device.ok_or("rank 0 has no values to hand out")?;
-            let per = block.len();
-            let rest = all.split_off(per);
-            for (i, chunk) in rest.chunks(per).enumerate() {
-                self.send(i + 1, &encode_devices(chunk));
+        if !self.is_root() {
+            return decode_devices(&self.receive(0), block.len());
+        }
+        let per = block.len();
+        for r in 1..self.ranks {
+            let values = make(r * per..(r + 1) * per)?;
+            if values.len() != per {
+                return Err(format!(
+                    "{} devices' values made for the {per} devices of rank {r}",
+                    values.len()
+                ));
             }
-            Ok(all)
-        } else {
-            decode_devices(&self.receive(0), block.len())
+            self.send(r, &encode_devices(&values));
         }
+        make(block)
     }
 
     /// Every device's values in device order on rank 0 (`Some` there), from each rank's

@@ -421,6 +421,17 @@ pub fn read_device_args(
     path: &Path,
     devices: usize,
 ) -> Result<Vec<Vec<ArrayLiteral>>, IoError> {
+    read_device_args_range(m, path, devices, 0..devices)
+}
+
+/// [`read_device_args`] for the devices `wanted` only (the whole file is still checked), so
+/// that the block of devices one MPI rank runs is read without the others'.
+pub fn read_device_args_range(
+    m: &Module,
+    path: &Path,
+    devices: usize,
+    wanted: std::ops::Range<usize>,
+) -> Result<Vec<Vec<ArrayLiteral>>, IoError> {
     let params = entry_parameters(m);
     let shown = path.display().to_string();
     let mut zip = open_archive(path)?;
@@ -472,8 +483,8 @@ pub fn read_device_args(
     }
     let mut cache: std::collections::HashMap<String, (ArrayLiteral, NpyDtype)> =
         std::collections::HashMap::new();
-    let mut out = Vec::with_capacity(devices);
-    for d in 0..devices {
+    let mut out = Vec::with_capacity(wanted.len());
+    for d in wanted.start..wanted.end.min(devices) {
         let mut given = Vec::with_capacity(params.len());
         for (j, (_, pshape)) in params.iter().enumerate() {
             let own = format!("d{d}/arg{j}");
