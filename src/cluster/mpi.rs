@@ -14,7 +14,9 @@
 //! instruction, and ends the whole job with `MPI_Abort` (every rank stops).
 
 use super::mailbox::{Letter, Mailbox};
-use crate::eval::collectives::fabric::{Fabric, Step, DEFAULT_WAIT_TIMEOUT};
+use crate::eval::collectives::fabric::{
+    disagreement, finished_without, not_in_group, timed_out, Fabric, Step, DEFAULT_WAIT_TIMEOUT,
+};
 use crate::eval::collectives::groups::show_group;
 use crate::eval::collectives::wire;
 use crate::eval::{EvalError, Value};
@@ -196,18 +198,8 @@ impl MpiFabric {
                 continue;
             }
             if Instant::now() >= deadline {
-                self.die(
-                    to,
-                    EvalError::new(format!(
-                        "timed out after {:?} waiting in '{}' (collective #{}, group {}) for \
-                         device {from} on rank {}",
-                        self.timeout,
-                        step.instruction,
-                        step.seq + 1,
-                        show_group(group),
-                        self.rank_of(from)
-                    )),
-                );
+                let from_where = format!("{from} on rank {}", self.rank_of(from));
+                self.die(to, timed_out(self.timeout, step, group, &from_where));
             }
             back_off(&mut idle);
         }
@@ -223,23 +215,15 @@ impl MpiFabric {
         letter: &Letter,
     ) -> Option<EvalError> {
         match letter {
-            Letter::Finished => Some(EvalError::new(format!(
-                "device {from} finished without reaching collective '{}' (its collective #{} \
-                 in group {}), which device {device} waits in",
-                step.instruction,
-                step.seq + 1,
-                show_group(group)
-            ))),
-            Letter::Payload { step: s, .. } if s != step => Some(EvalError::new(format!(
-                "devices disagree at their collective #{} in group {}: device {from} runs '{}' \
-                 ({}), device {device} runs '{}' ({})",
-                step.seq + 1,
-                show_group(group),
-                s.instruction,
-                s.signature,
-                step.instruction,
-                step.signature
-            ))),
+            Letter::Finished => Some(finished_without(
+                from,
+                &step.instruction,
+                (step.seq, group),
+                device,
+            )),
+            Letter::Payload { step: s, .. } if s != step => {
+                Some(disagreement(group, (from, s), (device, step)))
+            }
             Letter::Payload { .. } => None,
         }
     }
@@ -319,13 +303,7 @@ impl Fabric for MpiFabric {
         payload: Vec<Value>,
     ) -> Result<Vec<Vec<Value>>, EvalError> {
         let Some(me) = group.iter().position(|&m| m == device) else {
-            self.die(
-                device,
-                EvalError::new(format!(
-                    "device {device} is not in its own group {}",
-                    show_group(group)
-                )),
-            )
+            self.die(device, not_in_group(device, group))
         };
         let letter = Letter::Payload {
             step: step.clone(),
@@ -408,17 +386,7 @@ impl Fabric for MpiFabric {
                 continue;
             }
             let Some(got) = self.mailbox.take(m, device, deadline) else {
-                self.die(
-                    device,
-                    EvalError::new(format!(
-                        "timed out after {:?} waiting in '{}' (collective #{}, group {}) for \
-                         device {m}",
-                        self.timeout,
-                        step.instruction,
-                        step.seq + 1,
-                        show_group(group)
-                    )),
-                )
+                self.die(device, timed_out(self.timeout, step, group, &m.to_string()))
             };
             if let Some(e) = self.disagreement(device, m, step, group, &got) {
                 self.die(device, e);

@@ -78,7 +78,7 @@ where
         return Err(EvalError::new("a program needs at least one device"));
     }
     let fabric: Arc<dyn Fabric> = Arc::new(InProcessFabric::new(count));
-    run_on(count, fabric, budget, work)
+    run_placed(0..count, count, fabric, budget, work)
 }
 
 /// [`run_on_devices`] on a given fabric (tests use a short timeout).
@@ -91,7 +91,13 @@ where
     T: Send,
     F: Fn(Replica) -> Result<T, EvalError> + Sync,
 {
-    run_on(count, fabric, Arc::new(MemoryBudget::default()), work)
+    run_placed(
+        0..count,
+        count,
+        fabric,
+        Arc::new(MemoryBudget::default()),
+        work,
+    )
 }
 
 /// The message a caught panic carried (`panic!` with a literal or a formatted string), so a
@@ -102,19 +108,6 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into())
-}
-
-fn run_on<T, F>(
-    count: usize,
-    fabric: Arc<dyn Fabric>,
-    budget: Arc<MemoryBudget>,
-    work: F,
-) -> Result<Vec<T>, EvalError>
-where
-    T: Send,
-    F: Fn(Replica) -> Result<T, EvalError> + Sync,
-{
-    run_placed(0..count, count, fabric, budget, work)
 }
 
 /// Runs `work(replica)` for the devices `local` of `count` (the block one process hosts

@@ -115,6 +115,63 @@ impl InProcessFabric {
     }
 }
 
+/// `device` called a rendezvous of a group it is not in (every fabric's first check).
+pub(crate) fn not_in_group(device: usize, group: &[usize]) -> EvalError {
+    EvalError::new(format!(
+        "device {device} is not in its own group {}",
+        show_group(group)
+    ))
+}
+
+/// Device `m` arrived at `theirs` where `device` arrived at `step` (same collective number).
+pub(crate) fn disagreement(
+    group: &[usize],
+    (m, theirs): (usize, &Step),
+    (device, step): (usize, &Step),
+) -> EvalError {
+    EvalError::new(format!(
+        "devices disagree at their collective #{} in group {}: device {m} runs '{}' ({}), \
+         device {device} runs '{}' ({})",
+        step.seq + 1,
+        show_group(group),
+        theirs.instruction,
+        theirs.signature,
+        step.instruction,
+        step.signature
+    ))
+}
+
+/// Device `m` finished its program while `device` waits for it in `instruction`.
+pub(crate) fn finished_without(
+    m: usize,
+    instruction: &str,
+    (seq, group): (u64, &[usize]),
+    device: usize,
+) -> EvalError {
+    EvalError::new(format!(
+        "device {m} finished without reaching collective '{instruction}' (its collective #{} \
+         in group {}), which device {device} waits in",
+        seq + 1,
+        show_group(group)
+    ))
+}
+
+/// The wait for `missing` at `step` outlasted `timeout`.
+pub(crate) fn timed_out(
+    timeout: Duration,
+    step: &Step,
+    group: &[usize],
+    missing: &str,
+) -> EvalError {
+    EvalError::new(format!(
+        "timed out after {timeout:?} waiting in '{}' (collective #{}, group {}) for device \
+         {missing}",
+        step.instruction,
+        step.seq + 1,
+        show_group(group)
+    ))
+}
+
 fn set_failure(st: &mut State, device: usize, e: EvalError) {
     if st.failure.is_none() {
         st.failure = Some((device, e));
@@ -141,12 +198,7 @@ fn stuck(st: &State, key: &(u64, Vec<usize>), device: usize) -> Option<String> {
     for (rank, a) in slot.arrived.iter().enumerate() {
         let m = key.1[rank];
         if a.is_none() && st.finished[m] {
-            return Some(format!(
-                "device {m} finished without reaching collective '{step_name}' (its collective \
-                 #{} in group {}), which device {device} waits in",
-                key.0 + 1,
-                show_group(&key.1)
-            ));
+            return Some(finished_without(m, &step_name, (key.0, &key.1), device).message);
         }
     }
     // Deadlock: every device still running waits, and no rendezvous among them is complete.
@@ -201,12 +253,10 @@ impl Fabric for InProcessFabric {
         group: &[usize],
         payload: Vec<Value>,
     ) -> Result<Vec<Vec<Value>>, EvalError> {
-        let rank = group.iter().position(|&m| m == device).ok_or_else(|| {
-            EvalError::new(format!(
-                "device {device} is not in its own group {}",
-                show_group(group)
-            ))
-        })?;
+        let rank = group
+            .iter()
+            .position(|&m| m == device)
+            .ok_or_else(|| not_in_group(device, group))?;
         let key = (step.seq, group.to_vec());
         let mut st = self.lock();
         if st.failure.is_some() {
@@ -224,16 +274,7 @@ impl Fabric for InProcessFabric {
                 .find_map(|(r, a)| a.as_ref().map(|(s, _)| (group[r], s.clone())));
             if let Some((m, s)) = other {
                 if s.instruction != step.instruction || s.signature != step.signature {
-                    let e = EvalError::new(format!(
-                        "devices disagree at their collective #{} in group {}: device {m} runs \
-                         '{}' ({}), device {device} runs '{}' ({})",
-                        step.seq + 1,
-                        show_group(group),
-                        s.instruction,
-                        s.signature,
-                        step.instruction,
-                        step.signature
-                    ));
+                    let e = disagreement(group, (m, &s), (device, step));
                     set_failure(&mut st, device, e.clone());
                     self.wake.notify_all();
                     return Err(e);
@@ -282,14 +323,7 @@ impl Fabric for InProcessFabric {
                     .filter(|(_, a)| a.is_none())
                     .map(|(r, _)| group[r].to_string())
                     .collect();
-                let e = EvalError::new(format!(
-                    "timed out after {:?} waiting in '{}' (collective #{}, group {}) for device {}",
-                    self.timeout,
-                    step.instruction,
-                    step.seq + 1,
-                    show_group(group),
-                    missing.join(", ")
-                ));
+                let e = timed_out(self.timeout, step, group, &missing.join(", "));
                 set_failure(&mut st, device, e.clone());
                 st.waiting[device] = None;
                 self.wake.notify_all();
