@@ -252,6 +252,9 @@ struct Plan {
     /// Per instruction, the multiply-add contraction XLA:CPU applies to it (see [`fma`]);
     /// all `None` when the option is off.
     fma: Vec<Option<fma::Contraction>>,
+    /// Whether the computation sets run-time sizes ([`dynamic_dims`]): its frames keep a
+    /// size table and run instruction by instruction.
+    sized: bool,
 }
 
 /// What a call returns from its computation's root.
@@ -386,7 +389,17 @@ impl<'m> Evaluator<'m> {
         let budget = self.replica.budget.clone();
         budget.reserve(arg_bytes, || "the arguments".to_string())?;
         let before = self.stats.clone();
-        let r = self.call(entry, args);
+        // An entry result with run-time sizes below its bounds is handed back cut to them,
+        // as XLA:CPU's result buffers hold it.
+        let r = self
+            .call_frame_sized(entry, args, RootMode::Value)
+            .and_then(|(v, sizes)| match sizes {
+                Some(s) => dynamic_dims::cut(v, &s).map_err(|e| {
+                    let comp = self.module.comp(entry);
+                    e.at(comp, comp.root_instr())
+                }),
+                None => Ok(v),
+            });
         budget.release(arg_bytes);
         if let Some(sink) = &self.replica.stats {
             sink.add(&self.stats.since(&before));
@@ -436,7 +449,8 @@ impl<'m> Evaluator<'m> {
             .into_iter()
             .map(|p| p.unwrap_or(InstrId(u32::MAX)))
             .collect();
-        let steps = if self.options.fusion && self.hooks.allows_fusion() {
+        let sized = dynamic_dims::tracks_sizes(comp);
+        let steps = if self.options.fusion && self.hooks.allows_fusion() && !sized {
             // Every value each instruction reads, and the instructions a numerics rule ties
             // to others (kept out of groups).
             let mut reads: Vec<Vec<InstrId>> = comp
@@ -463,6 +477,7 @@ impl<'m> Evaluator<'m> {
             params,
             widened,
             fma,
+            sized,
         });
         self.plans[c.index()] = Some(plan.clone());
         Ok(plan)
@@ -487,6 +502,30 @@ impl<'m> Evaluator<'m> {
     }
 
     fn call_impl(&mut self, c: CompId, args: Vec<Value>, root_mode: RootMode) -> KResult {
+        let (v, sizes) = self.call_frame_sized(c, args, root_mode)?;
+        match sizes {
+            None => Ok(v),
+            Some(s) => {
+                let comp = self.module.comp(c);
+                Err(EvalError::new(format!(
+                    "computation '{}' returns a value with run-time sizes {s} below its \
+                     bounds; hlosim follows run-time sizes within one computation and out of \
+                     the entry computation only",
+                    comp.name
+                ))
+                .at(comp, comp.root_instr()))
+            }
+        }
+    }
+
+    /// Runs computation `c`: its root value and the root's run-time sizes, if below its
+    /// bounds.
+    fn call_frame_sized(
+        &mut self,
+        c: CompId,
+        args: Vec<Value>,
+        root_mode: RootMode,
+    ) -> Result<(Value, Option<dynamic_dims::RuntimeSizes>), EvalError> {
         // Nested computations (a chain of calls, loops in loops) recurse through here as deep
         // as the module nests them; the stack grows on the heap when it runs low instead of
         // overflowing, so depth costs memory linear in it and nothing else.
@@ -495,7 +534,12 @@ impl<'m> Evaluator<'m> {
         })
     }
 
-    fn call_frame(&mut self, c: CompId, args: Vec<Value>, root_mode: RootMode) -> KResult {
+    fn call_frame(
+        &mut self,
+        c: CompId,
+        args: Vec<Value>,
+        root_mode: RootMode,
+    ) -> Result<(Value, Option<dynamic_dims::RuntimeSizes>), EvalError> {
         let plan = self.plan(c)?;
         let module = self.module;
         let comp = module.comp(c);
@@ -518,6 +562,7 @@ impl<'m> Evaluator<'m> {
                 budget: &budget,
                 bytes: vec![0u64; comp.instructions.len()],
             },
+            sizes: plan.sized.then(|| vec![None; comp.instructions.len()]),
         };
         for (p, a) in plan.params.iter().zip(args) {
             if p.0 != u32::MAX {
@@ -541,12 +586,17 @@ impl<'m> Evaluator<'m> {
                 }
             }
         }
-        frame.slots[comp.root.index()].take().ok_or_else(|| {
+        let root = frame.slots[comp.root.index()].take().ok_or_else(|| {
             EvalError::new(format!(
                 "computation '{}' produced no root value",
                 comp.name
             ))
-        })
+        })?;
+        let sizes = frame
+            .sizes
+            .as_mut()
+            .and_then(|t| t[comp.root.index()].take());
+        Ok((root, sizes))
     }
 
     /// Runs a fused group: reserves its outputs against the budget (an output written into a
@@ -663,7 +713,24 @@ impl<'m> Evaluator<'m> {
         // recorded meanwhile.
         let started = (self.replica.stats.is_some() && ins.opcode != Opcode::Parameter)
             .then(|| (std::time::Instant::now(), self.stats.timed_nanos()));
-        let in_place = self.options.in_place
+        // Run-time sizes below a bound: what this instruction makes of them.
+        let mut sized = match &frame.sizes {
+            Some(table) if ins.opcode != Opcode::Parameter => {
+                let ops: Vec<&Value> = ins
+                    .operands
+                    .iter()
+                    .map(|o| {
+                        frame.slots[o.index()]
+                            .as_ref()
+                            .expect("operand evaluated before use (post order)")
+                    })
+                    .collect();
+                dynamic_dims::prepare(comp, ins, &ops, table).map_err(|e| e.at(comp, ins))?
+            }
+            _ => None,
+        };
+        let in_place = sized.is_none()
+            && self.options.in_place
             && self.hooks.leaves_kernels_alone()
             && plan.widened[id.index()].is_none()
             && plan.fma[id.index()].is_none()
@@ -693,6 +760,11 @@ impl<'m> Evaluator<'m> {
                         .expect("operand evaluated before use (post order)")
                 })
                 .collect();
+            let cleared = sized.as_mut().and_then(|s| s.operands.take());
+            let ops: Vec<&Value> = match &cleared {
+                Some(v) => v.iter().collect(),
+                None => ops,
+            };
             let cast = self.hooks.cast_operands(module, c, id, &ops);
             let ops: Vec<&Value> = match &cast {
                 Some(v) => v.iter().collect(),
@@ -745,6 +817,10 @@ impl<'m> Evaluator<'m> {
                     excess_precision::eval_widened(self, comp, &ins.shape, x, &xops)
                 }
             };
+            let r = match &sized {
+                Some(s) => r.and_then(|r| s.finish(self, ins, r, &ops)),
+                None => r,
+            };
             let r = r.map_err(|e| e.at(comp, ins))?;
             check_buffer_length(&r).map_err(|e| e.at(comp, ins))?;
             self.hooks.cast_result(module, c, id, r)
@@ -761,6 +837,9 @@ impl<'m> Evaluator<'m> {
             self.hooks.observe(module, c, id, &value);
         }
         frame.slots[id.index()] = Some(value);
+        if let Some(table) = frame.sizes.as_mut() {
+            table[id.index()] = sized.and_then(|s| s.sizes);
+        }
         let widened_ops = plan.widened[id.index()].map(|x| comp.instr(x).operands.as_slice());
         let fma_ops = plan.fma[id.index()].map(|k| comp.instr(k.source()).operands.as_slice());
         let extra_ops = widened_ops
@@ -868,6 +947,8 @@ struct Frame<'b> {
     slots: Vec<Option<Value>>,
     remaining: Vec<u32>,
     held: Charges<'b>,
+    /// Run-time sizes below the bounds, when the computation sets any ([`dynamic_dims`]).
+    sizes: Option<dynamic_dims::SizeTable>,
 }
 
 impl Frame<'_> {
@@ -878,6 +959,9 @@ impl Frame<'_> {
         *r -= 1;
         if *r == 0 {
             self.slots[o.index()] = None;
+            if let Some(t) = self.sizes.as_mut() {
+                t[o.index()] = None;
+            }
             self.held
                 .budget
                 .release(std::mem::take(&mut self.held.bytes[o.index()]));

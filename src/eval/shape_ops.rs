@@ -41,6 +41,8 @@ macro_rules! same_variant {
     };
 }
 
+pub(crate) mod boxes;
+
 fn out_shape(ins: &Instruction) -> Result<&ArrayShape, EvalError> {
     ins.shape
         .as_array()

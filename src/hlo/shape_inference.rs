@@ -212,10 +212,7 @@ pub fn infer_shape(inp: &RuleInput) -> Result<Option<Shape>, String> {
         O::Reduce => reduce(inp)?,
         O::DynamicSlice | O::DynamicUpdateSlice => dynamic_slice(inp)?,
         O::Gather => gather(inp)?,
-        O::Scatter => {
-            let k = inp.operands.len() / 2;
-            leaves_or_tuple((0..k.max(1)).map(|i| arr(inp, i).map(|o| array(o.ty, o))))?
-        }
+        O::Scatter => scatter(inp)?,
         O::SelectAndScatter => array(arr(inp, 0)?.ty, arr(inp, 0)?),
         O::ReduceWindow => reduce_window(inp)?,
         O::Convolution => convolution(inp)?,
@@ -753,6 +750,72 @@ pub fn index_vector_length(ivd: i64, idx: &ArrayShape) -> Result<i64, String> {
     } else {
         1
     })
+}
+
+/// XLA's `InferScatterShape`: k operands of one shape, integer indices, k updates whose
+/// window dimensions fit the operand's; the result is the operands' shapes.
+fn scatter(inp: &RuleInput) -> Result<Shape, String> {
+    let n = inp.operands.len();
+    if n < 3 || n.is_multiple_of(2) {
+        return Err("scatter takes k operands, one index array and k updates".into());
+    }
+    let k = n / 2;
+    let o = arr(inp, 0)?;
+    let idx = arr(inp, k)?;
+    if !idx.ty.is_integer() {
+        return Err(format!("scatter indices must be integers, found {idx}"));
+    }
+    let Some(s) = &inp.attrs.scatter else {
+        return Err("scatter needs dimension numbers".into());
+    };
+    let ivd = s.index_vector_dim;
+    let index_len = index_vector_length(ivd, idx)?;
+    if s.scatter_dims_to_operand_dims.len() as i64 != index_len {
+        return Err(format!(
+            "scatter_dims_to_operand_dims {:?} must have {index_len} entries",
+            s.scatter_dims_to_operand_dims
+        ));
+    }
+    dims_in_range(
+        &s.scatter_dims_to_operand_dims,
+        o.rank(),
+        "scatter_dims_to_operand_dims entry",
+    )?;
+    let mut dropped = s.inserted_window_dims.clone();
+    dropped.extend(&s.input_batching_dims);
+    dims_in_range(&dropped, o.rank(), "inserted/batching dimension")?;
+    if s.update_window_dims.len() + dropped.len() != o.rank() {
+        return Err(
+            "update_window_dims and inserted_window_dims must cover the operand rank".into(),
+        );
+    }
+    let batch_rank = idx.rank() - usize::from((ivd as usize) < idx.rank());
+    leaves_or_tuple((0..k).map(|i| {
+        let oi = arr(inp, i)?;
+        let u = arr(inp, k + 1 + i)?;
+        if oi.dims != o.dims {
+            return Err(format!(
+                "scatter operand {i} {oi} differs from operand 0 {o}"
+            ));
+        }
+        if u.rank() != batch_rank + s.update_window_dims.len() {
+            return Err(format!(
+                "updates {u} should have rank {}",
+                batch_rank + s.update_window_dims.len()
+            ));
+        }
+        dims_in_range(&s.update_window_dims, u.rank(), "update window dimension")?;
+        let window_src = (0..o.rank() as i64).filter(|d| !dropped.contains(d));
+        for (&wd, od) in s.update_window_dims.iter().zip(window_src) {
+            if u.dims[wd as usize] > o.dims[od as usize] {
+                return Err(format!(
+                    "update window dimension {wd} ({}) exceeds operand dimension {od} ({})",
+                    u.dims[wd as usize], o.dims[od as usize]
+                ));
+            }
+        }
+        Ok(array(oi.ty, oi))
+    }))
 }
 
 fn gather(inp: &RuleInput) -> Result<Shape, String> {

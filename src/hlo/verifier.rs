@@ -463,7 +463,7 @@ fn verify_instruction(ctx: &Ctx, warnings: &mut Vec<VerifyWarning>) -> Result<()
             )?;
             ctx.expect_dims(&o.dims)?;
         }
-        O::DynamicSlice | O::DynamicUpdateSlice => verify_dynamic_slice(ctx)?,
+        O::DynamicSlice | O::DynamicUpdateSlice => expect_rule_dims(ctx)?,
         // Dimension numbers, slice sizes and result dimensions: shape_inference's gather rule.
         O::Gather => expect_rule_dims(ctx)?,
         O::Scatter => verify_scatter(ctx)?,
@@ -635,6 +635,30 @@ fn expect_rule_dims(ctx: &Ctx) -> Result<(), VerifyError> {
     }
 }
 
+/// Checks the written shape leaf by leaf against the shape rule's: the same tuple structure
+/// and dimensions, and the same element types when `types`.
+fn expect_rule_leaves(ctx: &Ctx, types: bool) -> Result<(), VerifyError> {
+    let Some(want) = rule_shape(ctx)? else {
+        return Ok(());
+    };
+    let got = &ctx.ins.shape;
+    let (w, g) = (want.leaves(), got.leaves());
+    let same = matches!(want, Shape::Tuple(_)) == matches!(got, Shape::Tuple(_))
+        && w.len() == g.len()
+        && w.iter()
+            .zip(&g)
+            .all(|(w, g)| w.dims == g.dims && (!types || w.ty == g.ty));
+    if same {
+        Ok(())
+    } else {
+        ctx.err(format!(
+            "{} result {got} should be {}",
+            ctx.ins.opcode,
+            want.without_layout()
+        ))
+    }
+}
+
 /// The shape [`shape_inference::infer_shape`] gives this instruction (None when its
 /// operands and attributes do not determine it), or the rule's error.
 fn rule_shape(ctx: &Ctx) -> Result<Option<Shape>, VerifyError> {
@@ -756,47 +780,14 @@ fn verify_dot(ctx: &Ctx) -> Result<(), VerifyError> {
 }
 
 fn verify_reduce(ctx: &Ctx) -> Result<(), VerifyError> {
+    // Operands, dimensions and the result's shape: the shape rule. Then the reducer takes
+    // two scalars of each init value's type and returns one of each.
+    expect_rule_leaves(ctx, true)?;
     let ins = ctx.ins;
-    let n = ins.operands.len();
-    if !n.is_multiple_of(2) {
-        return ctx.err("reduce takes as many init values as inputs");
-    }
-    let k = n / 2;
-    let first = ctx.op_array(0)?.clone();
-    let Some(dims) = &ins.attrs.dimensions else {
-        return ctx.err("reduce needs dimensions={...}");
-    };
-    check_dims_in_range(ctx, dims, first.rank(), "reduce dimension")?;
-    let kept: Vec<i64> = (0..first.rank() as i64)
-        .filter(|d| !dims.contains(d))
-        .map(|d| first.dims[d as usize])
-        .collect();
-    let mut outs = Vec::new();
-    let mut scalars = Vec::new();
-    for i in 0..k {
-        let a = ctx.op_array(i)?;
-        if a.dims != first.dims {
-            return ctx.err(format!(
-                "reduce input {i} {a} differs in dimensions from {first}"
-            ));
-        }
-        let init = ctx.op_array(k + i)?;
-        if !init.dims.is_empty() {
-            return ctx.err(format!(
-                "reduce init value {i} must be a scalar, found {init}"
-            ));
-        }
-        outs.push(Shape::array(a.ty, kept.clone()));
-        scalars.push(Shape::scalar(init.ty));
-    }
-    let want = if k == 1 {
-        outs[0].clone()
-    } else {
-        Shape::Tuple(outs)
-    };
-    if !want.without_layout().compatible(&ins.shape) {
-        return ctx.err(format!("reduce result {} should be {want}", ins.shape));
-    }
+    let k = ins.operands.len() / 2;
+    let scalars = (k..2 * k)
+        .map(|i| ctx.op_array(i).map(|a| Shape::scalar(a.ty)))
+        .collect::<Result<Vec<_>, _>>()?;
     let callee = ctx.callee(ins.attrs.to_apply, "to_apply")?;
     let mut ps = scalars.clone();
     ps.extend(scalars.iter().cloned());
@@ -817,177 +808,22 @@ fn verify_pad(ctx: &Ctx) -> Result<(), VerifyError> {
     expect_rule_dims(ctx)
 }
 
-fn verify_dynamic_slice(ctx: &Ctx) -> Result<(), VerifyError> {
-    let ins = ctx.ins;
-    let o = ctx.op_array(0)?.clone();
-    let first_index = if ins.opcode == Opcode::DynamicSlice {
-        1
-    } else {
-        2
-    };
-    if ins.operands.len() != first_index + o.rank() {
-        return ctx.err(format!(
-            "{} takes {} scalar start indices for rank {}, found {}",
-            ins.opcode,
-            o.rank(),
-            o.rank(),
-            ins.operands.len() - first_index
-        ));
-    }
-    for i in first_index..ins.operands.len() {
-        let s = ctx.op_array(i)?;
-        if !s.dims.is_empty() || !s.ty.is_integer() {
-            return ctx.err(format!(
-                "start index operand {i} must be an integer scalar, found {s}"
-            ));
-        }
-    }
-    if ins.opcode == Opcode::DynamicSlice {
-        let Some(sizes) = &ins.attrs.dynamic_slice_sizes else {
-            return ctx.err("dynamic-slice needs dynamic_slice_sizes=");
-        };
-        if sizes.len() != o.rank() || sizes.iter().zip(&o.dims).any(|(&s, &d)| s < 0 || s > d) {
-            return ctx.err(format!(
-                "dynamic_slice_sizes {sizes:?} do not fit operand {o}"
-            ));
-        }
-        ctx.expect_dims(sizes)
-    } else {
-        let u = ctx.op_array(1)?;
-        if u.rank() != o.rank() || u.ty != o.ty || u.dims.iter().zip(&o.dims).any(|(&a, &b)| a > b)
-        {
-            return ctx.err(format!("update {u} does not fit operand {o}"));
-        }
-        ctx.expect_dims(&o.dims)
-    }
-}
-
 fn verify_scatter(ctx: &Ctx) -> Result<(), VerifyError> {
-    let ins = ctx.ins;
-    let n = ins.operands.len();
-    if n.is_multiple_of(2) {
-        return ctx.err("scatter takes k operands, one index array and k updates");
-    }
-    let k = n / 2;
-    let o = ctx.op_array(0)?.clone();
-    let idx = ctx.op_array(k)?.clone();
-    if !idx.ty.is_integer() {
-        return ctx.err(format!("scatter indices must be integers, found {idx}"));
-    }
-    let Some(s) = &ins.attrs.scatter else {
-        return ctx.err("scatter needs dimension numbers");
-    };
-    let ivd = s.index_vector_dim;
-    let index_len = index_vector_length(ctx, ivd, &idx)?;
-    if s.scatter_dims_to_operand_dims.len() as i64 != index_len {
-        return ctx.err(format!(
-            "scatter_dims_to_operand_dims {:?} must have {index_len} entries",
-            s.scatter_dims_to_operand_dims
-        ));
-    }
-    check_dims_in_range(
-        ctx,
-        &s.scatter_dims_to_operand_dims,
-        o.rank(),
-        "scatter_dims_to_operand_dims entry",
-    )?;
-    let mut dropped = s.inserted_window_dims.clone();
-    dropped.extend(&s.input_batching_dims);
-    check_dims_in_range(ctx, &dropped, o.rank(), "inserted/batching dimension")?;
-    for i in 0..k {
-        let oi = ctx.op_array(i)?;
-        let u = ctx.op_array(k + 1 + i)?;
-        if oi.dims != o.dims {
-            return ctx.err(format!(
-                "scatter operand {i} {oi} differs from operand 0 {o}"
-            ));
-        }
-        let batch_rank = idx.rank() - usize::from((ivd as usize) < idx.rank());
-        if u.rank() != batch_rank + s.update_window_dims.len() {
-            return ctx.err(format!(
-                "updates {u} should have rank {}",
-                batch_rank + s.update_window_dims.len()
-            ));
-        }
-        if s.update_window_dims.len() + dropped.len() != o.rank() {
-            return ctx
-                .err("update_window_dims and inserted_window_dims must cover the operand rank");
-        }
-        check_dims_in_range(
-            ctx,
-            &s.update_window_dims,
-            u.rank(),
-            "update window dimension",
-        )?;
-        let window_src = (0..o.rank() as i64).filter(|d| !dropped.contains(d));
-        for (&wd, od) in s.update_window_dims.iter().zip(window_src) {
-            if u.dims[wd as usize] > o.dims[od as usize] {
-                return ctx.err(format!(
-                    "update window dimension {wd} ({}) exceeds operand dimension {od} ({})",
-                    u.dims[wd as usize], o.dims[od as usize]
-                ));
-            }
-        }
-    }
-    ctx.callee(ins.attrs.to_apply, "to_apply")?;
+    expect_rule_leaves(ctx, true)?;
+    ctx.callee(ctx.ins.attrs.to_apply, "to_apply")?;
     Ok(())
 }
 
-/// Output size of one windowed dimension (shared by convolution and reduce-window).
-fn window_output(ctx: &Ctx, n: i64, w: &WindowDim) -> Result<i64, VerifyError> {
-    shape_inference::window_output(n, w).or_else(|e| ctx.err(e))
-}
-
 fn verify_reduce_window(ctx: &Ctx) -> Result<(), VerifyError> {
-    let ins = ctx.ins;
-    let n = ins.operands.len();
-    if !n.is_multiple_of(2) {
-        return ctx.err("reduce-window takes as many init values as inputs");
-    }
-    let o = ctx.op_array(0)?.clone();
-    let w = ins.attrs.window.clone().unwrap_or_default();
-    if w.dims.len() != o.rank() {
-        return ctx.err(format!(
-            "window has {} dimensions for operand rank {}",
-            w.dims.len(),
-            o.rank()
-        ));
-    }
-    let mut want = Vec::new();
-    for (i, d) in w.dims.iter().enumerate() {
-        want.push(window_output(ctx, o.dims[i], d)?);
-    }
-    for i in 0..n / 2 {
-        if ctx.op_array(i)?.dims != o.dims {
-            return ctx.err(format!(
-                "reduce-window input {i} differs in dimensions from input 0"
-            ));
-        }
-    }
-    for leaf in ins.shape.leaves() {
-        if leaf.dims != want {
-            return ctx.err(format!(
-                "reduce-window result dimensions {:?} should be {want:?}",
-                leaf.dims
-            ));
-        }
-    }
-    ctx.callee(ins.attrs.to_apply, "to_apply")?;
+    // The result's element types are left free, as before.
+    expect_rule_leaves(ctx, false)?;
+    ctx.callee(ctx.ins.attrs.to_apply, "to_apply")?;
     Ok(())
 }
 
 fn verify_convolution(ctx: &Ctx) -> Result<(), VerifyError> {
     // The result element type is free (a preferred type, as for dot).
     expect_rule_dims(ctx)
-}
-
-/// [`shape_inference::index_vector_length`] with the verifier's error.
-fn index_vector_length(
-    ctx: &Ctx,
-    ivd: i64,
-    idx: &super::shape::ArrayShape,
-) -> Result<i64, VerifyError> {
-    shape_inference::index_vector_length(ivd, idx).or_else(|e| ctx.err(e))
 }
 
 /// XLA's `ShapeVerifier::HandleRng`: two scalar operands of the result's element type, a
