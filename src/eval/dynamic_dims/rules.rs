@@ -395,7 +395,12 @@ pub(crate) fn prepare(
             let out = result_dims(ins)?;
             let a = ops[0].as_array()?;
             let s = array_sizes(ops[0], given[0])?;
-            let Some(sl) = ins.attrs.slice.as_ref().filter(|sl| sl.len() == s.len()) else {
+            let Some(sl) = ins
+                .attrs
+                .slice
+                .as_ref()
+                .filter(|sl| sl.len() == s.len() && out.len() == s.len())
+            else {
                 return err("slice={...} does not give one range per dimension");
             };
             let mut m = Merge::new(out.clone());
@@ -585,7 +590,12 @@ pub(crate) fn prepare(
             let out = result_dims(ins)?;
             let a = ops[0].as_array()?;
             let s = array_sizes(ops[0], given[0])?;
-            let Some(pads) = ins.attrs.padding.as_ref().filter(|p| p.len() == s.len()) else {
+            let Some(pads) = ins
+                .attrs
+                .padding
+                .as_ref()
+                .filter(|p| p.len() == s.len() && out.len() == s.len())
+            else {
                 return err("padding= does not give one entry per dimension");
             };
             let mut m = Merge::new(out.clone());
@@ -635,7 +645,7 @@ fn unsupported(
     err(format!(
         "{} does not support operand {i} ({what}), a value with a dimension below its bound \
          at run time: hlosim follows run-time sizes through elementwise operations, \
-         broadcast, transpose, reshape that keeps the dimension, slice, reduce, dot, \
+         broadcast, transpose, reshape that keeps or merges the dimension, slice, reduce, dot, \
          concatenate, reverse, sort, pad, tuples, get-dimension-size and \
          set-dimension-size",
         ins.opcode

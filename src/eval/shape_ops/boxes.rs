@@ -93,6 +93,9 @@ pub(crate) fn overlay_along(
     out: &ArrayShape,
 ) -> Result<ArrayLiteral, EvalError> {
     let odims = udims(&out.dims);
+    if d >= odims.len() {
+        return err(format!("dimension {d} is out of range for {out}"));
+    }
     let Some(first) = parts.first() else {
         return err("a concatenation needs at least one operand");
     };
