@@ -195,19 +195,7 @@ mod tests {
     const MODULE: &str = "HloModule t\n\nENTRY e {\n  x = f32[3,4] parameter(0)\n  n = s32[] parameter(1)\n  d = f32[3,<=4] set-dimension-size(x, n), dimensions={1}\n  g = s32[] get-dimension-size(d), dimensions={1}\n  ROOT t = (f32[3,<=4], s32[]) tuple(d, g)\n}\n";
 
     fn run(n: i32) -> Result<Value, String> {
-        let m = parse_module(MODULE).expect("test module parses");
-        let x = ArrayLiteral {
-            shape: ArrayShape::new(ElementType::F32, vec![3, 4]),
-            data: ArrayData::F32((0..12).map(|i| i as f32).collect()),
-        };
-        let n = ArrayLiteral {
-            shape: ArrayShape::new(ElementType::S32, vec![]),
-            data: ArrayData::S32(vec![n]),
-        };
-        let result = Evaluator::new(&m)
-            .run(vec![Value::array(x), Value::array(n)])
-            .map_err(|e| e.to_string());
-        result
+        run_text(MODULE, n)
     }
 
     /// At the bound: the data unchanged and the size 4 (what XLA:CPU returns).

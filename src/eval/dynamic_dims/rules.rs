@@ -150,6 +150,32 @@ fn result_dims(ins: &Instruction) -> Result<Vec<i64>, EvalError> {
     }
 }
 
+/// The result's buffer dimensions, the single array operand and its run-time sizes.
+fn one_operand<'v>(
+    ins: &Instruction,
+    ops: &[&'v Value],
+    given: &[Option<&RuntimeSizes>],
+) -> Result<(Vec<i64>, &'v ArrayLiteral, Vec<i64>), EvalError> {
+    Ok((
+        result_dims(ins)?,
+        ops[0].as_array()?,
+        array_sizes(ops[0], given[0])?,
+    ))
+}
+
+/// An attribute with one entry per dimension, for an operand and a result of one rank.
+fn per_dimension<'a, T>(
+    attr: Option<&'a Vec<T>>,
+    sizes: &[i64],
+    out: &[i64],
+    what: &str,
+) -> Result<&'a [T], EvalError> {
+    match attr {
+        Some(v) if v.len() == sizes.len() && out.len() == sizes.len() => Ok(v),
+        _ => err(format!("{what} does not give one entry per dimension")),
+    }
+}
+
 /// Sizes of one result dimension collected from several operands: a run-time size below
 /// the bound wins over the bound, and two different ones are an error.
 struct Merge {
@@ -334,9 +360,7 @@ pub(crate) fn prepare(
             }
         }
         O::Broadcast => {
-            let out = result_dims(ins)?;
-            let a = ops[0].as_array()?;
-            let s = array_sizes(ops[0], given[0])?;
+            let (out, a, s) = one_operand(ins, ops, &given)?;
             let map = dims_attr(ins.attrs.dimensions.as_ref(), out.len(), "dimensions")?;
             if map.len() != s.len() {
                 return err(
@@ -350,9 +374,7 @@ pub(crate) fn prepare(
             Step::sized(m.into_sizes(&out))
         }
         O::Transpose => {
-            let out = result_dims(ins)?;
-            let a = ops[0].as_array()?;
-            let s = array_sizes(ops[0], given[0])?;
+            let (out, a, s) = one_operand(ins, ops, &given)?;
             let perm = dims_attr(ins.attrs.dimensions.as_ref(), s.len(), "dimensions")?;
             let mut m = Merge::new(out.clone());
             for (j, &k) in perm.iter().enumerate() {
@@ -361,9 +383,7 @@ pub(crate) fn prepare(
             Step::sized(m.into_sizes(&out))
         }
         O::Reshape | O::Bitcast => {
-            let out = result_dims(ins)?;
-            let a = ops[0].as_array()?;
-            let s = array_sizes(ops[0], given[0])?;
+            let (out, a, s) = one_operand(ins, ops, &given)?;
             let mut m = Merge::new(out.clone());
             for k in 0..s.len() {
                 if s[k] == a.shape.dims[k] {
@@ -392,17 +412,8 @@ pub(crate) fn prepare(
             Step::sized(m.into_sizes(&out))
         }
         O::Slice => {
-            let out = result_dims(ins)?;
-            let a = ops[0].as_array()?;
-            let s = array_sizes(ops[0], given[0])?;
-            let Some(sl) = ins
-                .attrs
-                .slice
-                .as_ref()
-                .filter(|sl| sl.len() == s.len() && out.len() == s.len())
-            else {
-                return err("slice={...} does not give one range per dimension");
-            };
+            let (out, a, s) = one_operand(ins, ops, &given)?;
+            let sl = per_dimension(ins.attrs.slice.as_ref(), &s, &out, "slice={...}")?;
             let mut m = Merge::new(out.clone());
             for (k, r) in sl.iter().enumerate() {
                 if s[k] == a.shape.dims[k] {
@@ -587,17 +598,8 @@ pub(crate) fn prepare(
             }))
         }
         O::Pad => {
-            let out = result_dims(ins)?;
-            let a = ops[0].as_array()?;
-            let s = array_sizes(ops[0], given[0])?;
-            let Some(pads) = ins
-                .attrs
-                .padding
-                .as_ref()
-                .filter(|p| p.len() == s.len() && out.len() == s.len())
-            else {
-                return err("padding= does not give one entry per dimension");
-            };
+            let (out, a, s) = one_operand(ins, ops, &given)?;
+            let pads = per_dimension(ins.attrs.padding.as_ref(), &s, &out, "padding=")?;
             let mut m = Merge::new(out.clone());
             let mut fixes = Vec::new();
             for (k, p) in pads.iter().enumerate() {

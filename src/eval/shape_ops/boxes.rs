@@ -8,6 +8,22 @@ use crate::eval::{err, EvalError};
 use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape};
 use ndarray::{Axis, Slice};
 
+/// The single element of `fill`, of the storage type of `like` (a buffer of shape `of`).
+fn fill_value<T: Copy + 'static>(
+    fill: &ArrayLiteral,
+    like: &[T],
+    of: &ArrayShape,
+) -> Result<T, EvalError> {
+    slice_of(&fill.data, like)
+        .and_then(|f| f.first().copied())
+        .ok_or_else(|| {
+            EvalError::new(format!(
+                "the fill value {} is not one element of {of}'s type",
+                fill.shape
+            ))
+        })
+}
+
 /// Sizes that fit the dimensions `dims`, one per dimension.
 fn check_sizes(sizes: &[i64], dims: &[usize], what: &ArrayShape) -> Result<(), EvalError> {
     let fits = sizes.len() == dims.len()
@@ -56,14 +72,7 @@ pub(crate) fn fill_beyond(
         .collect();
     check_sizes(&bounded, &dims, &a.shape)?;
     let data = same_variant!(&a.data, v => {
-        let f = slice_of(&fill.data, v.as_slice())
-            .and_then(|f| f.first().copied())
-            .ok_or_else(|| {
-                EvalError::new(format!(
-                    "the fill value {} is not one element of {}'s type",
-                    fill.shape, a.shape
-                ))
-            })?;
+        let f = fill_value(fill, v.as_slice(), &a.shape)?;
         let mut out = v.clone();
         {
             let mut w = view_mut(&mut out, &dims)?;
@@ -158,14 +167,7 @@ pub(crate) fn fill_between(
         ));
     }
     let data = same_variant!(&a.data, v => {
-        let f = slice_of(&fill.data, v.as_slice())
-            .and_then(|f| f.first().copied())
-            .ok_or_else(|| {
-                EvalError::new(format!(
-                    "the fill value {} is not one element of {}'s type",
-                    fill.shape, a.shape
-                ))
-            })?;
+        let f = fill_value(fill, v.as_slice(), &a.shape)?;
         let mut out = v.clone();
         view_mut(&mut out, &dims)?
             .slice_axis_mut(Axis(d), Slice::from(from as usize..to as usize))
