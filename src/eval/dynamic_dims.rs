@@ -21,6 +21,9 @@
 //! - `reverse` reverses the elements below the size, zeros after them; `sort` sorts the
 //!   elements below the size and leaves the rest where they are; `pad` pads the elements
 //!   below the size (its high padding follows the last of them).
+//! - `dynamic-slice` as long as the buffer keeps the size, a shorter one reads the buffer
+//!   (padding included) into a static dimension; `dynamic-update-slice` writes its whole
+//!   update and keeps the operand's sizes.
 //! - Broadcast, transpose, reshapes that keep the dimension (or merge it with the static
 //!   dimensions after it), tuples and get-tuple-element carry the sizes along.
 //! - An entry result is cut to its run-time sizes (XLA:CPU's result buffers hold exactly
@@ -259,14 +262,14 @@ mod tests {
     /// An opcode without a rule for run-time sizes names itself, the operand and the sizes.
     #[test]
     fn an_opcode_without_a_rule_says_which_operand_and_sizes() {
-        let text = "HloModule t\n\nENTRY e {\n  x = f32[3,4] parameter(0)\n  n = s32[] parameter(1)\n  d = f32[3,<=4] set-dimension-size(x, n), dimensions={1}\n  z = s32[] constant(0)\n  ROOT r = f32[3,2] dynamic-slice(d, z, z), dynamic_slice_sizes={3,2}\n}\n";
+        let text = "HloModule t\n\nENTRY e {\n  x = f32[3,4] parameter(0)\n  n = s32[] parameter(1)\n  d = f32[3,<=4] set-dimension-size(x, n), dimensions={1}\n  i = s32[3,2] constant({{0, 1}, {1, 0}, {0, 0}})\n  ROOT r = f32[3,1] gather(d, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1}\n}\n";
         let e = run_text(text, 3).unwrap_err();
         assert!(
-            e.contains("instruction 'r' (dynamic-slice)")
+            e.contains("instruction 'r' (gather)")
                 && e.contains("operand 0 (f32[3,4] at run-time sizes [3, 3])"),
             "{e}"
         );
-        // At the bound there is nothing to follow, and dynamic-slice runs.
+        // At the bound there is nothing to follow, and gather runs.
         assert!(run_text(text, 4).is_ok());
     }
 

@@ -625,6 +625,28 @@ pub(crate) fn prepare(
                 fix: Fix::Pad(fixes),
             }))
         }
+        O::DynamicSlice => {
+            let (out, a, s) = one_operand(ins, ops, &given)?;
+            if given[1..].iter().any(Option::is_some) || out.len() != s.len() {
+                return unsupported(ins, ops, &given);
+            }
+            // A slice as long as the buffer keeps the size (its start is clamped to 0);
+            // a shorter one reads the buffer, padding included, into a static dimension.
+            let mut m = Merge::new(out.clone());
+            for (k, (&size, &bound)) in s.iter().zip(&a.shape.dims).enumerate() {
+                if out[k] == bound {
+                    m.offer(k, size, bound)?;
+                }
+            }
+            Step::sized(m.into_sizes(&out))
+        }
+        O::DynamicUpdateSlice => {
+            // The update is written whole, padding or not; the sizes stay the operand's.
+            if given[1..].iter().any(Option::is_some) {
+                return unsupported(ins, ops, &given);
+            }
+            Step::sized(given[0].cloned())
+        }
         _ => unsupported(ins, ops, &given),
     }
 }
@@ -648,7 +670,7 @@ fn unsupported(
         "{} does not support operand {i} ({what}), a value with a dimension below its bound \
          at run time: hlosim follows run-time sizes through elementwise operations, \
          broadcast, transpose, reshape that keeps or merges the dimension, slice, reduce, dot, \
-         concatenate, reverse, sort, pad, tuples, get-dimension-size and \
+         concatenate, reverse, sort, pad, dynamic-slice, dynamic-update-slice, tuples, get-dimension-size and \
          set-dimension-size",
         ins.opcode
     ))
