@@ -210,6 +210,14 @@ impl Merge {
         Ok(())
     }
 
+    /// Offers every dimension of an operand whose dimensions are the result's.
+    fn offer_all(&mut self, sizes: &[i64], bounds: &[i64]) -> Result<(), EvalError> {
+        for (k, (&size, &bound)) in sizes.iter().zip(bounds).enumerate() {
+            self.offer(k, size, bound)?;
+        }
+        Ok(())
+    }
+
     fn into_sizes(self, buffer: &[i64]) -> Option<RuntimeSizes> {
         normalized(self.sizes, buffer)
     }
@@ -335,9 +343,7 @@ pub(crate) fn prepare(
                     return unsupported(ins, ops, &given);
                 }
                 let s = array_sizes(v, Some(g))?;
-                for (k, (&size, &bound)) in s.iter().zip(&a.shape.dims).enumerate() {
-                    m.offer(k, size, bound)?;
-                }
+                m.offer_all(&s, &a.shape.dims)?;
             }
             Step::sized(m.into_sizes(&out))
         }
@@ -576,9 +582,7 @@ pub(crate) fn prepare(
                 if s.len() != rank {
                     return err("the sorted operands differ in rank");
                 }
-                for (k, (&size, &bound)) in s.iter().zip(&b.shape.dims).enumerate() {
-                    m.offer(k, size, bound)?;
-                }
+                m.offer_all(&s, &b.shape.dims)?;
             }
             let size = m.sizes[d];
             let fix = if size < a.shape.dims[d] {
