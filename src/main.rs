@@ -19,7 +19,7 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code.into(),
         Err(e) => {
-            eprintln!("error: {e}");
+            hlosim::io::print_error(&e);
             Exit::BadInput.into()
         }
     }

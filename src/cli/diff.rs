@@ -207,7 +207,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
         devices,
     } = match cluster.agree(prepare(&a, &cluster)) {
         Ok(p) => p,
-        Err(d) => return super::fabric::stop(d),
+        Err(d) => return super::fabric::stop(&cluster, d),
     };
     let against_shown = a.against.as_deref().map(shown).unwrap_or_default();
     let stats = recorder.as_ref().map(|r| [r.sink(), r.sink()]);

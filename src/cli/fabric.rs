@@ -34,13 +34,25 @@ impl FabricArgs {
     }
 }
 
-/// The command's result when the ranks did not agree to go on: the rank that prints does
-/// (as `main` prints any error); the others end with the same status, silently.
-pub fn stop(d: Disagreement) -> Result<Exit, String> {
-    match d.0 {
-        Some(e) => Err(e),
-        None => Ok(Exit::BadInput),
+/// The command's result when the ranks did not agree to go on. In one process the error is
+/// returned (`main` prints it, exit 2). Across ranks the rank that holds the message prints
+/// it, and only then (after a barrier) do the ranks end: that rank with status 2, the others
+/// quietly with 0. Were every rank to end with 2, `mpirun` would kill the job at the first
+/// non-zero exit, and could kill the printing rank before its message was out; its own
+/// status is still the printing rank's 2.
+pub fn stop(cluster: &Cluster, d: Disagreement) -> Result<Exit, String> {
+    if !cluster.is_distributed() {
+        return match d.0 {
+            Some(e) => Err(e),
+            None => Ok(Exit::BadInput),
+        };
     }
+    let prints = d.0.is_some();
+    if let Some(e) = &d.0 {
+        hlosim::io::print_error(&super::common::bounded(e));
+    }
+    cluster.barrier();
+    Ok(if prints { Exit::BadInput } else { Exit::Ok })
 }
 
 /// `r`'s value, or — when ranks share the job and they already depend on one another — its
@@ -49,7 +61,7 @@ pub fn stop(d: Disagreement) -> Result<Exit, String> {
 pub fn or_end_job<T>(cluster: &Cluster, r: Result<T, String>) -> Result<T, String> {
     match r {
         Err(e) if cluster.is_distributed() => {
-            eprintln!("error: rank {}: {e}", cluster.rank());
+            hlosim::io::print_error(&format_args!("rank {}: {e}", cluster.rank()));
             cluster.abort(i32::from(Exit::BadInput.code()))
         }
         r => r,

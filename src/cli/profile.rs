@@ -66,7 +66,7 @@ pub fn run(a: Args) -> Result<Exit, String> {
     });
     let (sched, profile) = match cluster.agree(estimated) {
         Ok(p) => p,
-        Err(d) => return super::fabric::stop(d),
+        Err(d) => return super::fabric::stop(&cluster, d),
     };
     if !cluster.is_root() {
         return Ok(Exit::Ok);

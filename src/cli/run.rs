@@ -404,7 +404,7 @@ fn run_ranks(a: &Args, cluster: &Cluster) -> Result<Exit, String> {
     });
     let (m, machine, devices) = match cluster.agree(prepared) {
         Ok(p) => p,
-        Err(d) => return super::fabric::stop(d),
+        Err(d) => return super::fabric::stop(cluster, d),
     };
     let local = or_end_job(
         cluster,

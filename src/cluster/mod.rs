@@ -40,7 +40,7 @@ pub struct Cluster {
 }
 
 /// Why [`Cluster::agree`] did not return a value: this rank prints `Some` message (the
-/// lowest rank that failed does, once for the job); every rank exits with status 2.
+/// lowest rank that failed does, once for the job); the job's status is 2.
 #[derive(Debug)]
 pub struct Disagreement(pub Option<String>);
 
@@ -130,6 +130,13 @@ impl Cluster {
             (Ok(v), None) => Ok(v),
             (Err(e), Some(r)) if r == self.rank => Err(Disagreement(Some(e))),
             _ => Err(Disagreement(None)),
+        }
+    }
+
+    /// Returns once every rank has called it (at once without MPI).
+    pub fn barrier(&self) {
+        if self.is_distributed() {
+            self.exchange_all(Vec::new());
         }
     }
 

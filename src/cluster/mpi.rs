@@ -160,7 +160,7 @@ impl MpiFabric {
                 device: error.device.or(Some(device)),
                 ..error
             };
-            eprintln!("error: {e}");
+            crate::io::print_error(&e);
         }
         abort(2)
     }

@@ -76,6 +76,20 @@ pub fn bounded_message(msg: &str) -> String {
         .join("\n")
 }
 
+/// Prints `error: {message}` and a newline to standard error in one write, then flushes.
+/// Standard error is unbuffered, so `eprintln!` issues one write per formatted piece; under
+/// `mpirun` each write is forwarded on its own and the launcher's own banners (an
+/// `MPI_ABORT` notice) can land between the pieces of one line. One write of a line shorter
+/// than the pipe buffer reaches the reader whole.
+pub fn print_error(message: &dyn std::fmt::Display) {
+    use std::io::Write;
+    let line = format!("error: {message}\n");
+    let mut err = std::io::stderr().lock();
+    // Nothing sensible is left to do when standard error itself cannot be written.
+    let _ = err.write_all(line.as_bytes());
+    let _ = err.flush();
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
