@@ -1,11 +1,13 @@
 //! Conversions between element buffers and the compute types of dot and convolution.
 //!
-//! XLA evaluates a mixed-precision contraction by converting the operands to the result type
-//! first; XLA:CPU computes bf16/f16 (and 8-bit float) contractions in f32 and rounds the
-//! result once. The compute type is therefore: f32 for 32-bit and narrower float results, f64
-//! for f64, wrapping i64 for integer results (arithmetic modulo 2^64 truncated to the result
-//! width equals arithmetic in the result type), and complex f64 for c64/c128 results (c64
-//! rounded once at the end, slightly more accurate than XLA's c64 arithmetic).
+//! XLA:CPU computes bf16/f16 (and 8-bit float) contractions in f32 and rounds the result
+//! once, without narrowing a wider operand (measured: f32·f32→bf16, bf16·f32→f16 and
+//! f16·f32→bf16 are the f32 sums rounded once). The compute type is therefore: f32 for
+//! 32-bit and narrower float results, f64 for f64, wrapping i64 for integer results
+//! (arithmetic modulo 2^64 truncated to the result width equals arithmetic in the result
+//! type), and complex f64 for c64/c128 results (c64 rounded once at the end, slightly more
+//! accurate than XLA's c64 arithmetic). One exception, [`computed_in_bf16`]: a contraction
+//! whose operands and result are 16-bit floats of more than one type runs in bf16.
 
 use crate::eval::{err, EvalError};
 use crate::hlo::{minifloat, ArrayData, ElementType, TypeClass};
@@ -37,6 +39,32 @@ impl Compute {
             }
         })
     }
+}
+
+/// Whether XLA:CPU evaluates a contraction of `lt` and `rt` operands with a `ty` result in
+/// bf16: f16 operands converted to bf16, a bf16 result (from the f32 sum), then converted to
+/// `ty`. So it does when every type is f16 or bf16 and they are not all one type — measured
+/// with the oracle, where only that model gives XLA's bits: f16·f16→bf16, bf16·bf16→f16,
+/// f16·bf16→bf16 and f16·bf16→f16 (fixtures `dot_order_sixteen_bit_mixes`,
+/// `dot_order_gemv_f16_bf16_result`); a contraction with an f32 operand or result is summed
+/// in f32 from the operands as they are.
+pub(crate) fn computed_in_bf16(lt: ElementType, rt: ElementType, ty: ElementType) -> bool {
+    use ElementType::{BF16, F16};
+    let sixteen = |t: ElementType| t == F16 || t == BF16;
+    sixteen(lt) && sixteen(rt) && sixteen(ty) && !(lt == rt && rt == ty)
+}
+
+/// `a` with its f16 elements rounded to bf16 (other types unchanged), for
+/// [`computed_in_bf16`].
+pub(crate) fn to_bf16(a: &crate::hlo::ArrayLiteral) -> Result<crate::hlo::ArrayLiteral, EvalError> {
+    use crate::eval::elementwise::convert::convert_data;
+    if a.ty() != ElementType::F16 {
+        return Ok(a.clone());
+    }
+    Ok(crate::hlo::ArrayLiteral {
+        shape: crate::hlo::ArrayShape::new(ElementType::BF16, a.shape.dims.clone()),
+        data: convert_data(&a.data, ElementType::F16, ElementType::BF16)?,
+    })
 }
 
 /// Element `i` of a buffer as f64 (exact for every type but 64-bit integers beyond 2^53).

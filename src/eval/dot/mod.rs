@@ -47,6 +47,16 @@ pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> 
         ));
     }
     let (lhs, rhs) = (ops[0], ops[1]);
+    let via_bf16 = result_shapes(ins)
+        .first()
+        .is_some_and(|s| convert::computed_in_bf16(lhs.ty(), rhs.ty(), s.ty));
+    let narrowed;
+    let (lhs, rhs) = if via_bf16 {
+        narrowed = (convert::to_bf16(lhs)?, convert::to_bf16(rhs)?);
+        (&narrowed.0, &narrowed.1)
+    } else {
+        (lhs, rhs)
+    };
     let dd = ins.attrs.dot.clone().unwrap_or_default();
     if dd.lhs_batch.len() != dd.rhs_batch.len()
         || dd.lhs_contracting.len() != dd.rhs_contracting.len()
@@ -105,7 +115,11 @@ pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> 
     let (rb, rc) = (to_us(&dd.rhs_batch), to_us(&dd.rhs_contracting));
     let lgroups: [&[usize]; 3] = [&lb, &lfree, &lc];
     let rgroups: [&[usize]; 3] = [&rb, &rc, &rfree];
-    let ty = out_shape.ty;
+    let ty = if via_bf16 {
+        ElementType::BF16
+    } else {
+        out_shape.ty
+    };
     let (lt, rt) = (lhs.ty(), rhs.ty());
     if ty == ElementType::Pred {
         let rule = PredSum::for_operands(lt, rt)?;
@@ -169,6 +183,17 @@ pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> 
         );
         c
     };
+    let finish = |data: ArrayData| -> KResult {
+        let data = if via_bf16 {
+            crate::eval::elementwise::convert::convert_data(&data, ty, out_shape.ty)?
+        } else {
+            data
+        };
+        Ok(Value::array(ArrayLiteral {
+            shape: out_shape.clone(),
+            data,
+        }))
+    };
     let data = match (Compute::for_result(ty)?, accumulation) {
         (Compute::F32, DotAccumulation::XlaCpu) => {
             fn direct(a: &ArrayLiteral) -> Option<&[f32]> {
@@ -178,7 +203,17 @@ pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> 
                 }
             }
             let (a, bb) = views!(gather_f32, all_f32, direct);
-            let kernel = xla_order::Kernel::for_product(m, (a.cs, bb.rs), lt, rt);
+            let kernel = xla_order::Kernel::for_product((m, n), (a.cs, bb.rs), lt, rt);
+            if kernel == xla_order::Kernel::DotProduct {
+                // SAFETY: batch bi of `a` is a row of k elements at a.ptr(bi), `a.cs` apart,
+                // and of `bb` a column of k elements `bb.rs` apart (M = N = 1).
+                let c = unsafe {
+                    xla_order::dot_products((b, k), &|bi| (a.ptr(bi), a.cs), &|bi| {
+                        (bb.ptr(bi), bb.rs)
+                    })
+                };
+                return finish(convert::from_f32(ty, c));
+            }
             let mut c = vec![0f32; b * m * n];
             // SAFETY: as for dgemm above.
             batched(
@@ -236,10 +271,7 @@ pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> 
             convert::from_c(ty, c)
         }
     };
-    Ok(Value::array(ArrayLiteral {
-        shape: out_shape,
-        data,
-    }))
+    finish(data)
 }
 
 /// How [`batched`] shares a product among threads.

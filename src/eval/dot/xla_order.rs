@@ -1,21 +1,32 @@
 //! XLA:CPU's summation order for f32 matrix products, reproduced so that hlosim's default
 //! reference run gives XLA:CPU's bits (`DotAccumulation::XlaCpu`).
 //!
-//! Measured with the oracle (`tools/fixtures/gen_dot_order.py`, f32 `[M,K]x[K,N]` on random
-//! normal data; docs/eval.md, "Dot and convolution accuracy"): XLA:CPU's library computes
-//! each output element as f32 fused multiply-adds in k order, starting from zero, within
-//! blocks of `kc` consecutive k, and adds each block's sum to the output in turn. `kc`
-//! depends on the output tile the library picks ([`column_tiles`]); products it tiles
-//! otherwise (narrow N, partial column tiles) use vector lanes in an order not identified,
-//! and are within the accumulated tolerance only.
+//! XLA:CPU (jaxlib 0.10.2) sends a dot to one of four places, seen in its optimized HLO
+//! (`exe.hlo_modules()`) and measured with the oracle on random data (fixtures
+//! `dot_order_*` from `tools/fixtures/fx_dot_order.py`; docs/eval.md, "Dot and convolution
+//! accuracy"); [`Kernel`] names them:
+//! - **A matrix-matrix product** goes to YNNPACK (a `__ynn_fusion`). Each output element is
+//!   f32 fused multiply-adds in k order, starting from zero, within blocks of `kc`
+//!   consecutive k, each block's sum added to the output in turn; `kc` depends on the output
+//!   tile ([`column_tiles`]). Partial column tiles other than 32 use vector lanes in an order
+//!   not identified, and bf16 operands another kernel: within the accumulated tolerance only.
+//! - **A matrix-vector product** (M = 1 or N = 1) goes to XLA's own LLVM emitters
+//!   (`xla/service/cpu/tiled_dot_emitter.cc`): the column-major one is one FMA chain per
+//!   output ([`chains`]), the row-major one sums in FMA lanes with a horizontal reduction
+//!   ([`row_gemv`]). Both bit-exact, whatever the operand types (bf16/f16 are widened).
+//! - **A dot of two vectors** (M = N = 1) is rewritten into `reduce(multiply)`
+//!   ([`dot_products`]), bit-exact where the reduce is.
+//! - **A transposed lhs** (contracting its major dimension) with M, N > 1 is a plain `dot`
+//!   that XLA:CPU runs through Eigen's matrix product, whose blocking follows the host's
+//!   cache sizes: not reproduced, within tolerance.
 //!
-//! The blocks are run as `matrixmultiply` sgemm calls of depth `kc` each (the first with
-//! `beta = 0`, the rest adding to the output): its micro-kernel is the same sequential FMA
-//! chain from zero, and its epilogue `c + ab` is the block addition, as long as a call is not
-//! split again inside the crate. That needs its compile-time block depth to be at least the
-//! largest `kc`: `.cargo/config.toml` sets `MATMUL_SGEMM_KC` (read through the crate's
-//! `constconf` feature) to [`MAX_BLOCK_DEPTH`]; the bit-exact fixture tests
-//! (`tests/integration/dot_order.rs`) fail if it is not.
+//! The blocks of the tiled kernel run as `matrixmultiply` sgemm calls of depth `kc` each (the
+//! first with `beta = 0`, the rest adding to the output): its micro-kernel is the same
+//! sequential FMA chain from zero, and its epilogue `c + ab` is the block addition, as long as
+//! a call is not split again inside the crate. That needs its compile-time block depth to be
+//! at least the largest `kc`: `.cargo/config.toml` sets `MATMUL_SGEMM_KC` (read through the
+//! crate's `constconf` feature) to [`MAX_BLOCK_DEPTH`]; the bit-exact fixtures
+//! (`tests/eval_fixtures.rs`, `"bit_exact": true`) fail if it is not.
 
 /// The deepest block [`column_tiles`] asks for; `MATMUL_SGEMM_KC` in `.cargo/config.toml`.
 pub(crate) const MAX_BLOCK_DEPTH: usize = 1024;
@@ -26,30 +37,43 @@ pub(crate) enum Kernel {
     /// f32 (or f16-widened) operands with the lhs's contracting dimension contiguous: the
     /// tiled kernel of [`column_tiles`].
     Tiled,
-    /// A transposed lhs (contracting its major dimension), bf16 operands, or one row against
-    /// an rhs contiguous in k: another kernel, whose order is not identified (every column
-    /// gets [`UNIDENTIFIED_BLOCK_DEPTH`]).
+    /// A transposed lhs (contracting its major dimension) or bf16 operands with M, N > 1:
+    /// another kernel, whose order is not identified (every column gets
+    /// [`UNIDENTIFIED_BLOCK_DEPTH`]).
     Other,
+    /// XLA's column-major matrix-vector emitter (`ColumnMajorMatrixVectorProductEmitter`):
+    /// M = 1 with an rhs not contiguous in k, or N = 1 with an lhs not contiguous in k. Each
+    /// output is one FMA chain over all of K, from zero ([`chains`]).
+    Chain,
+    /// XLA's row-major matrix-vector emitter (`RowMajorMatrixVectorProductEmitter`): N = 1
+    /// with an lhs contiguous in k, or M = 1 with an rhs contiguous in k ([`row_gemv`]).
+    RowGemv,
+    /// M = N = 1: XLA's simplifier rewrites the dot into `reduce(multiply(lhs, rhs), add)`,
+    /// so the products are rounded and summed in `reduce`'s order ([`dot_products`], not
+    /// [`sgemm`]).
+    DotProduct,
 }
 
 impl Kernel {
-    /// The kernel for an `m`-row product whose lhs contracting dimension has stride
-    /// `lhs_k_stride` and rhs contracting dimension `rhs_k_stride`, on operands of types `lt`
-    /// and `rt`. A single row is XLA:CPU's matrix-vector chain only when the rhs's rows are
-    /// not contiguous in k (measured: 1×1024×4 and 1×2048×8 sequential; 1×1024×128 with a
-    /// transposed rhs, and 1×K×1, another order).
+    /// The kernel for an `m x n` product (per batch) whose lhs contracting dimension has
+    /// stride `lhs_k_stride` and rhs contracting dimension `rhs_k_stride`, on operands of
+    /// types `lt` and `rt`. A matrix-vector product goes to XLA's own emitters whatever the
+    /// operand types (bf16 and f16 are widened first); measured with the oracle
+    /// (`tools/fixtures/fx_dot_order.py`, `dot_order_gemv_*`).
     pub(crate) fn for_product(
-        m: usize,
+        (m, n): (usize, usize),
         (lhs_k_stride, rhs_k_stride): (isize, isize),
         lt: crate::hlo::ElementType,
         rt: crate::hlo::ElementType,
     ) -> Kernel {
         use crate::hlo::ElementType::BF16;
-        let other = lhs_k_stride != 1 || lt == BF16 || rt == BF16 || (m == 1 && rhs_k_stride == 1);
-        if other {
-            Kernel::Other
-        } else {
-            Kernel::Tiled
+        match (m, n) {
+            (1, 1) => Kernel::DotProduct,
+            (_, 1) if lhs_k_stride == 1 => Kernel::RowGemv,
+            (1, _) if rhs_k_stride == 1 => Kernel::RowGemv,
+            (_, 1) | (1, _) => Kernel::Chain,
+            _ if lhs_k_stride != 1 || lt == BF16 || rt == BF16 => Kernel::Other,
+            _ => Kernel::Tiled,
         }
     }
 }
@@ -61,22 +85,15 @@ impl Kernel {
 /// dot); neither is XLA:CPU's order.
 pub(crate) const UNIDENTIFIED_BLOCK_DEPTH: usize = 256;
 
-/// XLA:CPU's column tiles and block depths for an `[m, k] x [k, n]` f32 product, as
+/// XLA:CPU's column tiles and block depths for an `[m, k] x [k, n]` f32 product (any k), as
 /// `(first column, columns, kc)`: tiles 64 columns wide sum in blocks of kc = 512; a last
 /// tile of 32 columns (all of N = 32, or the rest of N = 96, 160, ...) in blocks of 1024 when
-/// M ≤ 32 — the packed `kc x tile` panel of the right operand is 128 KiB either way. A single
-/// row (M = 1) is one chain over all of K (XLA:CPU's matrix-vector kernel, kc = `k`). Other
+/// M ≤ 32 — the packed `kc x tile` panel of the right operand is 128 KiB either way. Other
 /// tiles (a rest of 1..63 columns but 32, or 32 with M > 32) sum in an order not identified
 /// (no block length, lane split or tree matches); they get [`UNIDENTIFIED_BLOCK_DEPTH`].
-pub(crate) fn column_tiles(
-    (m, n, k): (usize, usize, usize),
-    kernel: Kernel,
-) -> Vec<(usize, usize, usize)> {
-    if kernel == Kernel::Other {
+pub(crate) fn column_tiles((m, n): (usize, usize), kernel: Kernel) -> Vec<(usize, usize, usize)> {
+    if kernel != Kernel::Tiled {
         return vec![(0, n, UNIDENTIFIED_BLOCK_DEPTH)];
-    }
-    if m == 1 {
-        return vec![(0, n, k.max(1))];
     }
     let full = n / 64 * 64;
     let mut tiles = Vec::with_capacity(2);
@@ -115,12 +132,18 @@ pub(crate) unsafe fn sgemm(
         c.fill(0.0);
         return;
     }
-    if rows == 1 && kernel == Kernel::Tiled {
-        // SAFETY: forwarded from the caller.
-        unsafe { gemv(k, n, a, acs, b, (brs, bcs), c) };
-        return;
+    // SAFETY (the three calls): forwarded from the caller. A row-major matrix-vector
+    // product reads the matrix's rows contiguously: the lhs when N = 1 (`acs` = 1, the kernel
+    // says), else the rhs's columns (`brs` = 1), with the output along them.
+    match kernel {
+        Kernel::Chain => return unsafe { chains((rows, k, n), a, (ars, acs), b, (brs, bcs), c) },
+        Kernel::RowGemv if n == 1 => {
+            return unsafe { row_gemv((rows, k), a, ars, b, brs, c) };
+        }
+        Kernel::RowGemv => return unsafe { row_gemv((n, k), b, bcs, a, acs, c) },
+        Kernel::Tiled | Kernel::Other | Kernel::DotProduct => {}
     }
-    for (j0, cols, kc) in column_tiles((rows, n, k), kernel) {
+    for (j0, cols, kc) in column_tiles((rows, n), kernel) {
         let kc = kc.min(MAX_BLOCK_DEPTH);
         let mut k0 = 0;
         while k0 < k {
@@ -152,30 +175,120 @@ pub(crate) unsafe fn sgemm(
     }
 }
 
-/// One output row: `c[j] = fma(a[kk], b[kk, j], c[j])` for kk = 0..k in order.
+/// Every output as one FMA chain from zero over kk = 0..k in order: row i of `c` (row
+/// stride `n`) is `c[i, j] = fma(a[i, kk], b[kk, j], c[i, j])`. XLA's column-major
+/// matrix-vector emitter: its vector tiles (8 rows by 8 k) carry each row's accumulator
+/// through the result from one k tile to the next, and its scalar epilogue does the same.
 ///
 /// # Safety
-/// As [`sgemm`] with one row.
-unsafe fn gemv(
-    k: usize,
-    n: usize,
+/// As [`sgemm`].
+unsafe fn chains(
+    (rows, k, n): (usize, usize, usize),
     a: *const f32,
-    acs: isize,
+    (ars, acs): (isize, isize),
     b: *const f32,
     (brs, bcs): (isize, isize),
     c: &mut [f32],
 ) {
-    c[..n].fill(0.0);
-    let mut row = vec![0f32; n];
-    for kk in 0..k {
-        // SAFETY: kk < k and j < n index inside the caller's matrices.
-        let x = unsafe { *a.offset(kk as isize * acs) };
-        let brow = unsafe { b.offset(kk as isize * brs) };
-        for (j, r) in row.iter_mut().enumerate() {
-            *r = unsafe { *brow.offset(j as isize * bcs) };
+    let mut brow = vec![0f32; n];
+    for (i, out) in c.chunks_mut(n).take(rows).enumerate() {
+        out.fill(0.0);
+        for kk in 0..k {
+            // SAFETY: i < rows, kk < k and j < n index inside the caller's matrices.
+            let x = unsafe { *a.offset(i as isize * ars + kk as isize * acs) };
+            let bk = unsafe { b.offset(kk as isize * brs) };
+            for (j, r) in brow.iter_mut().enumerate() {
+                *r = unsafe { *bk.offset(j as isize * bcs) };
+            }
+            fma_row(out, x, &brow);
         }
-        fma_row(&mut c[..n], x, &row);
     }
+}
+
+/// The vector width of XLA:CPU's row-major matrix-vector emitter (`tile_cols`): f32 lanes
+/// of one AVX register, the vector width XLA:CPU targets.
+const GEMV_LANES: usize = 8;
+
+/// Rows per tile of that emitter (`tile_rows`, XLA's default GEMV tiling factor).
+const GEMV_TILE_ROWS: usize = 8;
+
+/// `out[i] = Σ_kk mat[i, kk] · v[kk]` for `rows` rows of a matrix whose rows are contiguous
+/// in k (`mat_rs` apart), in the order of XLA's row-major matrix-vector emitter: rows in
+/// tiles of [`GEMV_TILE_ROWS`]; each row accumulates its first `k - k % 8` terms in
+/// [`GEMV_LANES`] FMA lanes (term kk into lane kk mod 8) and the rest in one scalar FMA
+/// chain; the lanes are summed horizontally — for a full tile as AVX-style adjacent pairs
+/// `((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7))`, for the rows of a last partial tile by halving
+/// `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))` — and the scalar chain is added last.
+///
+/// # Safety
+/// `mat` must point at `rows` rows of `k` contiguous elements `mat_rs` apart, `v` at `k`
+/// elements `v_stride` apart, and `out` must hold `rows` elements.
+unsafe fn row_gemv(
+    (rows, k): (usize, usize),
+    mat: *const f32,
+    mat_rs: isize,
+    v: *const f32,
+    v_stride: isize,
+    out: &mut [f32],
+) {
+    // SAFETY: kk < k indexes inside the caller's vector.
+    let vec: Vec<f32> = (0..k)
+        .map(|kk| unsafe { *v.offset(kk as isize * v_stride) })
+        .collect();
+    let tiled = k - k % GEMV_LANES;
+    for (t, tile) in out[..rows].chunks_mut(GEMV_TILE_ROWS).enumerate() {
+        let full = tile.len() == GEMV_TILE_ROWS;
+        for (r, o) in tile.iter_mut().enumerate() {
+            let i = t * GEMV_TILE_ROWS + r;
+            // SAFETY: row i < rows of k contiguous elements, as the caller vouched.
+            let row = unsafe { std::slice::from_raw_parts(mat.offset(i as isize * mat_rs), k) };
+            let mut l = [0f32; GEMV_LANES];
+            for (x, y) in row[..tiled]
+                .chunks_exact(GEMV_LANES)
+                .zip(vec[..tiled].chunks_exact(GEMV_LANES))
+            {
+                for j in 0..GEMV_LANES {
+                    l[j] = y[j].mul_add(x[j], l[j]);
+                }
+            }
+            let scalar = row[tiled..]
+                .iter()
+                .zip(&vec[tiled..])
+                .fold(0f32, |s, (&x, &y)| x.mul_add(y, s));
+            let lanes = if full {
+                ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+            } else {
+                ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+            };
+            *o = lanes + scalar;
+        }
+    }
+}
+
+/// `c[bi] = Σ_kk a_bi[kk] · b_bi[kk]` for `batches` pairs of vectors, as XLA rewrites a dot
+/// with M = N = 1: `reduce(multiply(a, b), add)` over K with init 0, so each product is
+/// rounded and every batch's row summed in [`add_reduce_rows_f32`]'s (reduce's) order.
+/// `lhs(bi)` and `rhs(bi)` give batch `bi`'s vector as a pointer and a stride.
+///
+/// # Safety
+/// Each pointer must address `k` elements its stride apart.
+///
+/// [`add_reduce_rows_f32`]: crate::eval::reduce::add_reduce_rows_f32
+pub(crate) unsafe fn dot_products(
+    (batches, k): (usize, usize),
+    lhs: &dyn Fn(usize) -> (*const f32, isize),
+    rhs: &dyn Fn(usize) -> (*const f32, isize),
+) -> Vec<f32> {
+    use crate::eval::reduce::native::Native;
+    let mut products = Vec::with_capacity(batches * k);
+    for bi in 0..batches {
+        let ((a, sa), (b, sb)) = (lhs(bi), rhs(bi));
+        // SAFETY: kk < k indexes inside the caller's vectors.
+        products.extend((0..k).map(|kk| unsafe {
+            <f32 as Native>::mul(*a.offset(kk as isize * sa), *b.offset(kk as isize * sb))
+        }));
+    }
+    crate::eval::reduce::add_reduce_rows_f32(&products, (batches, k))
 }
 
 /// `c[j] = fma(x, b[j], c[j])`, in the AVX2 + FMA build when the CPU has it (the same bits:

@@ -412,6 +412,23 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
     }
 }
 
+/// The row sums from 0 of the row-major `[rows, n]` f32 array `v`, exactly as `reduce` over
+/// its last dimension with an `add` reducer gives them (XLA's tree order, or the YNNPACK
+/// stand-in from 4096 inputs on): for the products XLA rewrites into such a reduce (a dot
+/// of two vectors, per batch).
+pub(crate) fn add_reduce_rows_f32(v: &[f32], (rows, n): (usize, usize)) -> Vec<f32> {
+    let add = <f32 as Native>::add;
+    if n == 0 {
+        return vec![0.0; rows];
+    }
+    if tree::offloaded_to_ynn(ElementType::F32, true, v.len(), 1) {
+        let kept: Vec<usize> = (0..rows).map(|r| r * n).collect();
+        reduce_typed(v, 0.0, &kept, Reduced::Contiguous(n), add, NOp::Add)
+    } else {
+        tree::tree_reduce_native(v, &[rows, n], &[false, true], 0.0, add)
+    }
+}
+
 /// Reductions up to this length run in XLA's sequential order.
 pub(crate) const SEQUENTIAL_BLOCK: usize = 64;
 
