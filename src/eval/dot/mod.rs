@@ -203,7 +203,7 @@ pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> 
                 }
             }
             let (a, bb) = views!(gather_f32, all_f32, direct);
-            let kernel = xla_order::Kernel::for_product((m, n), (a.cs, bb.rs), lt, rt);
+            let kernel = xla_order::Kernel::for_product((b, m, n, k), (a.cs, bb.rs), lt, rt);
             if kernel == xla_order::Kernel::DotProduct {
                 // SAFETY: batch bi of `a` is a row of k elements at a.ptr(bi), `a.cs` apart,
                 // and of `bb` a column of k elements `bb.rs` apart (M = N = 1).

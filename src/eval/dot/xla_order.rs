@@ -15,7 +15,7 @@
 //!   output ([`chains`]), the row-major one sums in FMA lanes with a horizontal reduction
 //!   ([`row_gemv`]). Both bit-exact, whatever the operand types (bf16/f16 are widened).
 //! - **A dot of two vectors** (M = N = 1) is rewritten into `reduce(multiply)`
-//!   ([`dot_products`]), bit-exact where the reduce is.
+//!   ([`dot_products`]), bit-exact where the reduce is (fewer than 4096 products).
 //! - **A transposed lhs** (contracting its major dimension) with M, N > 1 is a plain `dot`
 //!   that XLA:CPU runs through Eigen's matrix product, whose blocking follows the host's
 //!   cache sizes: not reproduced, within tolerance.
@@ -50,25 +50,29 @@ pub(crate) enum Kernel {
     RowGemv,
     /// M = N = 1: XLA's simplifier rewrites the dot into `reduce(multiply(lhs, rhs), add)`,
     /// so the products are rounded and summed in `reduce`'s order ([`dot_products`], not
-    /// [`sgemm`]).
+    /// [`sgemm`]). Only while that reduce is tree-rewritten (fewer than 4096 products in
+    /// all, batches included): XLA:CPU hands a larger one to YNNPACK, whose order is not
+    /// reproduced, and such a dot is [`Kernel::Other`].
     DotProduct,
 }
 
 impl Kernel {
-    /// The kernel for an `m x n` product (per batch) whose lhs contracting dimension has
+    /// The kernel for `b` products of `m x k` by `k x n` whose lhs contracting dimension has
     /// stride `lhs_k_stride` and rhs contracting dimension `rhs_k_stride`, on operands of
     /// types `lt` and `rt`. A matrix-vector product goes to XLA's own emitters whatever the
     /// operand types (bf16 and f16 are widened first); measured with the oracle
     /// (`tools/fixtures/fx_dot_order.py`, `dot_order_gemv_*`).
     pub(crate) fn for_product(
-        (m, n): (usize, usize),
+        (b, m, n, k): (usize, usize, usize, usize),
         (lhs_k_stride, rhs_k_stride): (isize, isize),
         lt: crate::hlo::ElementType,
         rt: crate::hlo::ElementType,
     ) -> Kernel {
-        use crate::hlo::ElementType::BF16;
+        use crate::eval::reduce::tree::offloaded_to_ynn;
+        use crate::hlo::ElementType::{BF16, F32};
         match (m, n) {
-            (1, 1) => Kernel::DotProduct,
+            (1, 1) if !offloaded_to_ynn(F32, true, b * k, 1) => Kernel::DotProduct,
+            (1, 1) => Kernel::Other,
             (_, 1) if lhs_k_stride == 1 => Kernel::RowGemv,
             (1, _) if rhs_k_stride == 1 => Kernel::RowGemv,
             (_, 1) | (1, _) => Kernel::Chain,
@@ -267,13 +271,14 @@ unsafe fn row_gemv(
 
 /// `c[bi] = Σ_kk a_bi[kk] · b_bi[kk]` for `batches` pairs of vectors, as XLA rewrites a dot
 /// with M = N = 1: `reduce(multiply(a, b), add)` over K with init 0, so each product is
-/// rounded and every batch's row summed in [`add_reduce_rows_f32`]'s (reduce's) order.
+/// rounded and every batch's row summed in reduce's tree order ([`tree_sum_rows_f32`]; the
+/// kernel is [`Kernel::DotProduct`] only where that is XLA:CPU's order).
 /// `lhs(bi)` and `rhs(bi)` give batch `bi`'s vector as a pointer and a stride.
 ///
 /// # Safety
 /// Each pointer must address `k` elements its stride apart.
 ///
-/// [`add_reduce_rows_f32`]: crate::eval::reduce::add_reduce_rows_f32
+/// [`tree_sum_rows_f32`]: crate::eval::reduce::tree_sum_rows_f32
 pub(crate) unsafe fn dot_products(
     (batches, k): (usize, usize),
     lhs: &dyn Fn(usize) -> (*const f32, isize),
@@ -288,7 +293,7 @@ pub(crate) unsafe fn dot_products(
             <f32 as Native>::mul(*a.offset(kk as isize * sa), *b.offset(kk as isize * sb))
         }));
     }
-    crate::eval::reduce::add_reduce_rows_f32(&products, (batches, k))
+    crate::eval::reduce::tree_sum_rows_f32(&products, (batches, k))
 }
 
 /// `c[j] = fma(x, b[j], c[j])`, in the AVX2 + FMA build when the CPU has it (the same bits:

@@ -412,21 +412,15 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
     }
 }
 
-/// The row sums from 0 of the row-major `[rows, n]` f32 array `v`, exactly as `reduce` over
-/// its last dimension with an `add` reducer gives them (XLA's tree order, or the YNNPACK
-/// stand-in from 4096 inputs on): for the products XLA rewrites into such a reduce (a dot
-/// of two vectors, per batch).
-pub(crate) fn add_reduce_rows_f32(v: &[f32], (rows, n): (usize, usize)) -> Vec<f32> {
-    let add = <f32 as Native>::add;
+/// The row sums from 0 of the row-major `[rows, n]` f32 array `v` in XLA:CPU's tree order
+/// ([`tree`]), exactly as `reduce` over the last dimension with an `add` reducer gives them
+/// while XLA:CPU does not hand the reduce to YNNPACK: for the products XLA rewrites into
+/// such a reduce (a dot of two vectors, per batch).
+pub(crate) fn tree_sum_rows_f32(v: &[f32], (rows, n): (usize, usize)) -> Vec<f32> {
     if n == 0 {
         return vec![0.0; rows];
     }
-    if tree::offloaded_to_ynn(ElementType::F32, true, v.len(), 1) {
-        let kept: Vec<usize> = (0..rows).map(|r| r * n).collect();
-        reduce_typed(v, 0.0, &kept, Reduced::Contiguous(n), add, NOp::Add)
-    } else {
-        tree::tree_reduce_native(v, &[rows, n], &[false, true], 0.0, add)
-    }
+    tree::tree_reduce_native(v, &[rows, n], &[false, true], 0.0, <f32 as Native>::add)
 }
 
 /// Reductions up to this length run in XLA's sequential order.
