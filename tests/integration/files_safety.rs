@@ -353,7 +353,18 @@ fn args_roster_machine_and_tables_files_are_refused_as_outputs() {
 fn ctrl_c_ends_the_process_by_sigint() {
     // A sweep of 10^8 f32 points runs for seconds (10^7 took 0.3 s on an idle machine, so
     // the signal could come after the end); SIGINT stops it at once.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hlosim"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hlosim"));
+    // SAFETY: between fork and exec the child only resets a signal disposition
+    // (async-signal-safe). hlosim keeps SIGINT ignored when it starts ignored (a background
+    // job of a shell without job control), so the test gives it the default disposition
+    // whatever this harness inherited.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = command
         .args([
             "lut",
             "sweep",
