@@ -54,17 +54,20 @@ pub(crate) fn computed_in_bf16(lt: ElementType, rt: ElementType, ty: ElementType
     sixteen(lt) && sixteen(rt) && sixteen(ty) && !(lt == rt && rt == ty)
 }
 
-/// `a` with its f16 elements rounded to bf16 (other types unchanged), for
+/// `a` with its f16 elements rounded to bf16 (any other type borrowed as it is), for
 /// [`computed_in_bf16`].
-pub(crate) fn to_bf16(a: &crate::hlo::ArrayLiteral) -> Result<crate::hlo::ArrayLiteral, EvalError> {
+pub(crate) fn to_bf16(
+    a: &crate::hlo::ArrayLiteral,
+) -> Result<std::borrow::Cow<'_, crate::hlo::ArrayLiteral>, EvalError> {
     use crate::eval::elementwise::convert::convert_data;
+    use std::borrow::Cow;
     if a.ty() != ElementType::F16 {
-        return Ok(a.clone());
+        return Ok(Cow::Borrowed(a));
     }
-    Ok(crate::hlo::ArrayLiteral {
+    Ok(Cow::Owned(crate::hlo::ArrayLiteral {
         shape: crate::hlo::ArrayShape::new(ElementType::BF16, a.shape.dims.clone()),
         data: convert_data(&a.data, ElementType::F16, ElementType::BF16)?,
-    })
+    }))
 }
 
 /// Element `i` of a buffer as f64 (exact for every type but 64-bit integers beyond 2^53).

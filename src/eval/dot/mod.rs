@@ -47,13 +47,15 @@ pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> 
         ));
     }
     let (lhs, rhs) = (ops[0], ops[1]);
-    let via_bf16 = result_shapes(ins)
-        .first()
-        .is_some_and(|s| convert::computed_in_bf16(lhs.ty(), rhs.ty(), s.ty));
+    let out_shape = result_shapes(ins)
+        .into_iter()
+        .next()
+        .ok_or_else(|| EvalError::new("dot must produce an array"))?;
+    let via_bf16 = convert::computed_in_bf16(lhs.ty(), rhs.ty(), out_shape.ty);
     let narrowed;
     let (lhs, rhs) = if via_bf16 {
         narrowed = (convert::to_bf16(lhs)?, convert::to_bf16(rhs)?);
-        (&narrowed.0, &narrowed.1)
+        (narrowed.0.as_ref(), narrowed.1.as_ref())
     } else {
         (lhs, rhs)
     };
@@ -90,10 +92,6 @@ pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> 
             ));
         }
     }
-    let out_shape = result_shapes(ins)
-        .into_iter()
-        .next()
-        .ok_or_else(|| EvalError::new("dot must produce an array"))?;
     let mut want: Vec<i64> = dd.lhs_batch.iter().map(|&d| ld[d as usize]).collect();
     want.extend(lfree.iter().map(|&d| ld[d]));
     want.extend(rfree.iter().map(|&d| rd[d]));
@@ -205,13 +203,7 @@ pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> 
             let (a, bb) = views!(gather_f32, all_f32, direct);
             let kernel = xla_order::Kernel::for_product((b, m, n, k), (a.cs, bb.rs), lt, rt);
             if kernel == xla_order::Kernel::DotProduct {
-                // SAFETY: batch bi of `a` is a row of k elements at a.ptr(bi), `a.cs` apart,
-                // and of `bb` a column of k elements `bb.rs` apart (M = N = 1).
-                let c = unsafe {
-                    xla_order::dot_products((b, k), &|bi| (a.ptr(bi), a.cs), &|bi| {
-                        (bb.ptr(bi), bb.rs)
-                    })
-                };
+                let c = xla_order::dot_products((b, k), &a, &bb);
                 return finish(convert::from_f32(ty, c));
             }
             let mut c = vec![0f32; b * m * n];

@@ -28,6 +28,8 @@
 //! crate's `constconf` feature) to [`MAX_BLOCK_DEPTH`]; the bit-exact fixtures
 //! (`tests/eval_fixtures.rs`, `"bit_exact": true`) fail if it is not.
 
+use super::view::MatView;
+
 /// The deepest block [`column_tiles`] asks for; `MATMUL_SGEMM_KC` in `.cargo/config.toml`.
 pub(crate) const MAX_BLOCK_DEPTH: usize = 1024;
 
@@ -269,28 +271,29 @@ unsafe fn row_gemv(
     }
 }
 
-/// `c[bi] = Σ_kk a_bi[kk] · b_bi[kk]` for `batches` pairs of vectors, as XLA rewrites a dot
-/// with M = N = 1: `reduce(multiply(a, b), add)` over K with init 0, so each product is
-/// rounded and every batch's row summed in reduce's tree order ([`tree_sum_rows_f32`]; the
-/// kernel is [`Kernel::DotProduct`] only where that is XLA:CPU's order).
-/// `lhs(bi)` and `rhs(bi)` give batch `bi`'s vector as a pointer and a stride.
-///
-/// # Safety
-/// Each pointer must address `k` elements its stride apart.
+/// `c[bi] = Σ_kk a_bi[kk] · b_bi[kk]` for the `batches` row vectors of `a` and column
+/// vectors of `b` (M = N = 1), as XLA rewrites such a dot: `reduce(multiply(a, b), add)` over
+/// K with init 0, so each product is rounded and every batch's row summed in reduce's tree
+/// order ([`tree_sum_rows_f32`]; the kernel is [`Kernel::DotProduct`] only where that is
+/// XLA:CPU's order).
 ///
 /// [`tree_sum_rows_f32`]: crate::eval::reduce::tree_sum_rows_f32
-pub(crate) unsafe fn dot_products(
+pub(crate) fn dot_products(
     (batches, k): (usize, usize),
-    lhs: &dyn Fn(usize) -> (*const f32, isize),
-    rhs: &dyn Fn(usize) -> (*const f32, isize),
+    a: &MatView<'_, f32>,
+    b: &MatView<'_, f32>,
 ) -> Vec<f32> {
     use crate::eval::reduce::native::Native;
     let mut products = Vec::with_capacity(batches * k);
     for bi in 0..batches {
-        let ((a, sa), (b, sb)) = (lhs(bi), rhs(bi));
-        // SAFETY: kk < k indexes inside the caller's vectors.
+        let (pa, pb) = (a.ptr(bi), b.ptr(bi));
+        // SAFETY: a view's batch holds a `1 x k` (`k x 1`) matrix inside its buffer (mat_view
+        // checked the shape), so k elements `a.cs` (`b.rs`) apart from its start are in it.
         products.extend((0..k).map(|kk| unsafe {
-            <f32 as Native>::mul(*a.offset(kk as isize * sa), *b.offset(kk as isize * sb))
+            <f32 as Native>::mul(
+                *pa.offset(kk as isize * a.cs),
+                *pb.offset(kk as isize * b.rs),
+            )
         }));
     }
     crate::eval::reduce::tree_sum_rows_f32(&products, (batches, k))
