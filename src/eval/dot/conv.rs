@@ -3,16 +3,18 @@
 //! batch_group_count. A direct loop: for each output element, the valid kernel positions are
 //! found per spatial dimension and the input features of its group are accumulated (in the
 //! compute type of [`super::convert`], rounded once to the result type; f32 sums in f32, or in
-//! f64 under `DotAccumulation::F64`). A pred result has
-//! rules of its own: [`pred`].
+//! f64 under `DotAccumulation::F64`). A 2-D convolution with a 1×1 window is a matrix
+//! product that XLA:CPU sums in its own order, and [`pointwise`] reproduces it. A pred result
+//! has rules of its own: [`pred`].
 
+mod pointwise;
 mod pred;
 
 use super::convert::{self, Compute};
 use crate::eval::reduce::{arrays, result_shapes, PARALLEL_WORK};
 use crate::eval::util::strides;
 use crate::eval::{err, DotAccumulation, EvalError, KResult, Value};
-use crate::hlo::{ArrayData, ArrayLiteral, Instruction, WindowDim};
+use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction, WindowDim};
 use num_complex::Complex;
 use rayon::prelude::*;
 
@@ -185,12 +187,19 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
     let all_k: Vec<usize> = (0..kernel.data.len()).collect();
     let ty = out_shape.ty;
     let (it, kt) = (input.ty(), kernel.ty());
-    if ty == crate::hlo::ElementType::Pred {
+    if ty == ElementType::Pred {
         return Ok(Value::array(ArrayLiteral {
             data: pred::convolve(input, kernel, &g, &out_off)?,
             shape: out_shape,
         }));
     }
+    // XLA:CPU's order for 1×1 windows (pointwise.rs): f32 and f16 operands (bf16 ones go to
+    // another YNNPACK kernel, as for dots), outside the 16-bit mixes that run in bf16.
+    let pointwise_xla = accumulation == DotAccumulation::XlaCpu
+        && [it, kt]
+            .iter()
+            .all(|t| matches!(t, ElementType::F32 | ElementType::F16))
+        && !convert::computed_in_bf16(it, kt, ty);
     let data = match Compute::for_result(ty)? {
         Compute::F32 if accumulation == DotAccumulation::F64 => {
             // Operands rounded to f32, exact products summed in f64, one rounding at the end
@@ -200,6 +209,11 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
             let v = conv_loop(&a, &k, &g, 0f64, |acc, x, y| acc + x * y);
             let v = v.into_iter().map(|x| x as f32).collect();
             convert::from_f32(ty, scatter_out(v, &out_off))
+        }
+        Compute::F32 if pointwise_xla && pointwise::applies(&g, fgc * bgc) => {
+            let a = convert::gather_f32(&input.data, it, &all_in);
+            let k = convert::gather_f32(&kernel.data, kt, &all_k);
+            convert::from_f32(ty, scatter_out(pointwise::product(&a, &k, &g), &out_off))
         }
         Compute::F32 => {
             let a = convert::gather_f32(&input.data, it, &all_in);

@@ -19,6 +19,9 @@
 //! - **A transposed lhs** (contracting its major dimension) with M, N > 1 is a plain `dot`
 //!   that XLA:CPU runs through Eigen's matrix product, whose blocking follows the host's
 //!   cache sizes: not reproduced, within tolerance.
+//! - **A 2-D convolution with a 1×1 window** (no padding, one group) is a YNNPACK product too,
+//!   in the tiled order whatever its M and N ([`tiled_product`], used by
+//!   `conv/pointwise.rs`).
 //!
 //! The blocks of the tiled kernel run as `matrixmultiply` sgemm calls of depth `kc` each (the
 //! first with `beta = 0`, the rest adding to the output): its micro-kernel is the same
@@ -179,6 +182,34 @@ pub(crate) unsafe fn sgemm(
             k0 += depth;
         }
     }
+}
+
+/// `a · b` for a row-major `m x k` matrix `a` and `k x n` matrix `b`, in the order of
+/// [`Kernel::Tiled`] whatever m and n are: the product YNNPACK runs for a 1×1 convolution
+/// (`conv/pointwise.rs`), which never goes to XLA's matrix-vector emitters.
+///
+/// # Panics
+/// If `a` or `b` is shorter than its shape says.
+pub(crate) fn tiled_product((m, k, n): (usize, usize, usize), a: &[f32], b: &[f32]) -> Vec<f32> {
+    assert!(
+        a.len() >= m * k && b.len() >= k * n,
+        "tiled_product: operand too short"
+    );
+    let mut c = vec![0f32; m * n];
+    // SAFETY: `a` holds m x k elements with strides (k, 1) and `b` k x n with (n, 1)
+    // (asserted above); `c` holds m x n.
+    unsafe {
+        sgemm(
+            (m, k, n),
+            a.as_ptr(),
+            (k as isize, 1),
+            b.as_ptr(),
+            (n as isize, 1),
+            &mut c,
+            Kernel::Tiled,
+        )
+    };
+    c
 }
 
 /// Every output as one FMA chain from zero over kk = 0..k in order: row i of `c` (row
