@@ -1051,7 +1051,10 @@ pub fn dispatch(
         }
         O::SelectAndScatter => reduce::select_and_scatter(ev, ins, ops),
         O::Map => reduce::map(ev, ins, ops),
-        O::Dot => dot::dot(ins, ops, ev.options.dot_accumulation),
+        O::Dot => {
+            let folded = dot::folded_transposes(comp, ins);
+            dot::dot(ins, ops, ev.options.dot_accumulation, &folded)
+        }
         O::Convolution => dot::convolution(ins, ops, ev.options.dot_accumulation),
         O::Gather => gather_scatter::gather(ins, ops),
         O::Scatter => gather_scatter::scatter(ev, ins, ops),

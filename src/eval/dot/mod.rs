@@ -10,7 +10,7 @@
 //! f32/bf16/f16 results are summed as [`DotAccumulation`] says. `XlaCpu` (the default):
 //! f32 fused multiply-adds in XLA:CPU's block order ([`xla_order`]), bit-exact with XLA:CPU
 //! where that order was identified, with a worst-case error of about kc·2^-24·Σ|aᵢbᵢ|
-//! (kc = 512 or 1024). `F64`: every product of two f32 values is exact in f64 and the K-term
+//! (kc = 512 for 64-column panels, up to 32768 / width terms for narrower ones). `F64`: every product of two f32 values is exact in f64 and the K-term
 //! sum is accumulated in f64 (dgemm on widened operands), so before the final rounding the
 //! error is at most about K·2^-53·Σ|aᵢbᵢ| (K = 10^4: 1.1e-12 relative to Σ|aᵢbᵢ|); the
 //! result, the f64 sum rounded to f32 (then to bf16/f16, as XLA:CPU rounds its f32 result),
@@ -25,20 +25,63 @@ mod pred_sum;
 mod tests;
 mod view;
 mod xla_order;
+mod ynn_panels;
 
 pub use conv::convolution;
 
 use super::reduce::{arrays, result_shapes, PARALLEL_WORK};
 use super::{err, DotAccumulation, EvalError, KResult, Value};
-use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction};
+use crate::hlo::{ArrayData, ArrayLiteral, Computation, ElementType, Instruction};
 use convert::Compute;
 use num_complex::Complex;
 use pred_sum::{Contract, PredSum};
 use rayon::prelude::*;
 use view::{group_offsets, mat_view, MatView};
 
+/// The permutation of each dot operand that is a `transpose` XLA's `TransposeFolding` folds
+/// into the dot (one that keeps the operand's batch dimensions in place): XLA:CPU then reads
+/// the transpose's operand directly, so its layout, not the transposed one, decides which
+/// kernel runs the product ([`xla_order::Kernel::for_product`]).
+pub fn folded_transposes(comp: &Computation, ins: &Instruction) -> [Option<Vec<i64>>; 2] {
+    let dd = ins.attrs.dot.clone().unwrap_or_default();
+    let fold = |i: usize, batch: &[i64]| {
+        let op = comp.instr(*ins.operands.get(i)?);
+        if op.opcode != crate::hlo::Opcode::Transpose {
+            return None;
+        }
+        let perm = op.attrs.dimensions.clone()?;
+        let fixed = batch
+            .iter()
+            .all(|&b| perm.get(b as usize).copied() == Some(b));
+        fixed.then_some(perm)
+    };
+    [fold(0, &dd.lhs_batch), fold(1, &dd.rhs_batch)]
+}
+
+/// The stride of dimension `d` of `dims` in XLA:CPU's layout: row-major, or for a folded
+/// transpose (`perm`, [`folded_transposes`]) row-major in the transpose's operand.
+fn physical_stride(dims: &[i64], perm: Option<&[i64]>, d: usize) -> isize {
+    let Some(perm) = perm.filter(|p| p.len() == dims.len()) else {
+        return crate::eval::util::strides(dims)[d] as isize;
+    };
+    let mut in_dims = vec![0i64; dims.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        if let Some(x) = in_dims.get_mut(p as usize) {
+            *x = dims[i];
+        }
+    }
+    let in_strides = crate::eval::util::strides(&in_dims);
+    in_strides.get(perm[d] as usize).map_or(0, |&x| x as isize)
+}
+
 /// dot: `result[b, m, n] = Σ_k lhs[b, m, k] · rhs[b, k, n]` over the dimension numbers.
-pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> KResult {
+/// `folded` says which operands XLA:CPU reads through a transpose ([`folded_transposes`]).
+pub fn dot(
+    ins: &Instruction,
+    ops: &[&Value],
+    accumulation: DotAccumulation,
+    folded: &[Option<Vec<i64>>; 2],
+) -> KResult {
     let ops = arrays(ops)?;
     if ops.len() != 2 {
         return err(format!(
@@ -201,7 +244,16 @@ pub fn dot(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> 
                 }
             }
             let (a, bb) = views!(gather_f32, all_f32, direct);
-            let kernel = xla_order::Kernel::for_product((b, m, n, k), (a.cs, bb.rs), lt, rt);
+            // The innermost contracting dimension's stride in XLA:CPU's layouts.
+            let k_stride = |dims: &[i64], perm: &Option<Vec<i64>>, c: &[usize]| {
+                c.last()
+                    .map_or(1, |&d| physical_stride(dims, perm.as_deref(), d))
+            };
+            let strides = (
+                k_stride(lhs.dims(), &folded[0], &lc),
+                k_stride(rhs.dims(), &folded[1], &rc),
+            );
+            let kernel = xla_order::Kernel::for_product((b, m, n, k), strides, lt, rt);
             if kernel == xla_order::Kernel::DotProduct {
                 let c = xla_order::dot_products((b, k), &a, &bb);
                 return finish(convert::from_f32(ty, c));

@@ -5,11 +5,11 @@
 //! (`exe.hlo_modules()`) and measured with the oracle on random data (fixtures
 //! `dot_order_*` from `tools/fixtures/fx_dot_order.py`; docs/eval.md, "Dot and convolution
 //! accuracy"); [`Kernel`] names them:
-//! - **A matrix-matrix product** goes to YNNPACK (a `__ynn_fusion`). Each output element is
-//!   f32 fused multiply-adds in k order, starting from zero, within blocks of `kc`
-//!   consecutive k, each block's sum added to the output in turn; `kc` depends on the output
-//!   tile ([`column_tiles`]). Partial column tiles other than 32 use vector lanes in an order
-//!   not identified, and bf16 operands another kernel: within the accumulated tolerance only.
+//! - **A matrix-matrix product** goes to YNNPACK (a `__ynn_fusion`), which cuts the output
+//!   columns into panels and sums each output element in f32 fused multiply-adds in k order
+//!   from zero, in 1, 2 or 4 interleaved chains, within blocks of `kc` terms, each block's
+//!   sum added to the output in turn; the panels, lanes and `kc` depend on M and N
+//!   ([`ynn_panels`]). bf16 operands go to another kernel: within the accumulated tolerance.
 //! - **A matrix-vector product** (M = 1 or N = 1) goes to XLA's own LLVM emitters
 //!   (`xla/service/cpu/tiled_dot_emitter.cc`): the column-major one is one FMA chain per
 //!   output ([`chains`]), the row-major one sums in FMA lanes with a horizontal reduction
@@ -23,25 +23,32 @@
 //!   in the tiled order whatever its M and N ([`tiled_product`], used by
 //!   `conv/pointwise.rs`).
 //!
-//! The blocks of the tiled kernel run as `matrixmultiply` sgemm calls of depth `kc` each (the
-//! first with `beta = 0`, the rest adding to the output): its micro-kernel is the same
-//! sequential FMA chain from zero, and its epilogue `c + ab` is the block addition, as long as
-//! a call is not split again inside the crate. That needs its compile-time block depth to be
-//! at least the largest `kc`: `.cargo/config.toml` sets `MATMUL_SGEMM_KC` (read through the
-//! crate's `constconf` feature) to [`MAX_BLOCK_DEPTH`]; the bit-exact fixtures
-//! (`tests/eval_fixtures.rs`, `"bit_exact": true`) fail if it is not.
+//! Single-lane blocks of up to [`MAX_BLOCK_DEPTH`] terms run as `matrixmultiply` sgemm
+//! calls of depth `kc` each (the first with `beta = 0`, the rest adding to the output): its
+//! micro-kernel is the same sequential FMA chain from zero, and its epilogue `c + ab` is the
+//! block addition, as long as a call is not split again inside the crate. That needs its
+//! compile-time block depth to be at least `kc`: `.cargo/config.toml` sets `MATMUL_SGEMM_KC`
+//! (read through the crate's `constconf` feature) to [`MAX_BLOCK_DEPTH`]; the bit-exact
+//! fixtures (`tests/eval_fixtures.rs`, `"bit_exact": true`) fail if it is not. Panels with
+//! several lanes or deeper blocks (narrow panels: `kc = 32768 / width`) run in
+//! [`lane_panel`].
 
 use super::view::MatView;
+use super::ynn_panels::{self, Panel};
+use rayon::prelude::*;
 
-/// The deepest block [`column_tiles`] asks for; `MATMUL_SGEMM_KC` in `.cargo/config.toml`.
+/// The deepest block `matrixmultiply` sums as one call (`MATMUL_SGEMM_KC` in
+/// `.cargo/config.toml`); deeper single-lane blocks, and every panel with several lanes, run in
+/// [`lane_panel`].
 pub(crate) const MAX_BLOCK_DEPTH: usize = 1024;
 
 /// Which of XLA:CPU's kernels a product goes to, as far as its order is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kernel {
     /// f32 (or f16-widened) operands with the lhs's contracting dimension contiguous: the
-    /// tiled kernel of [`column_tiles`].
-    Tiled,
+    /// tiled kernel of [`ynn_panels`]. `packed_rhs`: the rhs is contiguous in k (in XLA's
+    /// layout), so YNNPACK packs it and cuts the columns as it does for large products.
+    Tiled { packed_rhs: bool },
     /// A transposed lhs (contracting its major dimension) or bf16 operands with M, N > 1:
     /// another kernel, whose order is not identified (every column gets
     /// [`UNIDENTIFIED_BLOCK_DEPTH`]).
@@ -82,42 +89,32 @@ impl Kernel {
             (1, _) if rhs_k_stride == 1 => Kernel::RowGemv,
             (_, 1) | (1, _) => Kernel::Chain,
             _ if lhs_k_stride != 1 || lt == BF16 || rt == BF16 => Kernel::Other,
-            _ => Kernel::Tiled,
+            _ => Kernel::Tiled {
+                packed_rhs: rhs_k_stride == 1,
+            },
         }
     }
 }
 
-/// The block depth of the column tiles whose XLA:CPU order is not identified: 256,
+/// The block depth of the products whose XLA:CPU order is not identified ([`Kernel::Other`]): 256,
 /// `matrixmultiply`'s default, which hlosim used for every dot before the order above was
 /// found. Kept because it stays within the corpus tolerances where 512 does not (the MLP's
 /// and llama's gradients, whose cancellations amplify a last-bit difference of a forward
 /// dot); neither is XLA:CPU's order.
 pub(crate) const UNIDENTIFIED_BLOCK_DEPTH: usize = 256;
 
-/// XLA:CPU's column tiles and block depths for an `[m, k] x [k, n]` f32 product (any k), as
-/// `(first column, columns, kc)`: tiles 64 columns wide sum in blocks of kc = 512; a last
-/// tile of 32 columns (all of N = 32, or the rest of N = 96, 160, ...) in blocks of 1024 when
-/// M ≤ 32 — the packed `kc x tile` panel of the right operand is 128 KiB either way. Other
-/// tiles (a rest of 1..63 columns but 32, or 32 with M > 32) sum in an order not identified
-/// (no block length, lane split or tree matches); they get [`UNIDENTIFIED_BLOCK_DEPTH`].
-pub(crate) fn column_tiles((m, n): (usize, usize), kernel: Kernel) -> Vec<(usize, usize, usize)> {
-    if kernel != Kernel::Tiled {
-        return vec![(0, n, UNIDENTIFIED_BLOCK_DEPTH)];
+/// The column panels of a product on [`Kernel::Tiled`] ([`ynn_panels::panels`]), or one
+/// panel in blocks of [`UNIDENTIFIED_BLOCK_DEPTH`] for a kernel whose order is not identified.
+fn panels_for(rows: usize, n: usize, kernel: Kernel) -> Vec<Panel> {
+    if let Kernel::Tiled { packed_rhs } = kernel {
+        return ynn_panels::panels(rows, n, packed_rhs);
     }
-    let full = n / 64 * 64;
-    let mut tiles = Vec::with_capacity(2);
-    if full > 0 {
-        tiles.push((0, full, 512));
-    }
-    if n > full {
-        let kc = if n - full == 32 && m <= 32 {
-            1024
-        } else {
-            UNIDENTIFIED_BLOCK_DEPTH
-        };
-        tiles.push((full, n - full, kc));
-    }
-    tiles
+    vec![Panel {
+        first: 0,
+        cols: n,
+        kc: UNIDENTIFIED_BLOCK_DEPTH,
+        lanes: 1,
+    }]
 }
 
 /// `c = a · b` (row block `c` of `rows x n`, row stride `n`) in XLA:CPU's order, `a` a
@@ -150,10 +147,15 @@ pub(crate) unsafe fn sgemm(
             return unsafe { row_gemv((rows, k), a, ars, b, brs, c) };
         }
         Kernel::RowGemv => return unsafe { row_gemv((n, k), b, bcs, a, acs, c) },
-        Kernel::Tiled | Kernel::Other | Kernel::DotProduct => {}
+        Kernel::Tiled { .. } | Kernel::Other | Kernel::DotProduct => {}
     }
-    for (j0, cols, kc) in column_tiles((rows, n), kernel) {
-        let kc = kc.min(MAX_BLOCK_DEPTH);
+    for p in panels_for(rows, n, kernel) {
+        if p.lanes > 1 || p.kc > MAX_BLOCK_DEPTH {
+            // SAFETY: forwarded from the caller.
+            unsafe { lane_panel((rows, k, n), a, (ars, acs), b, (brs, bcs), c, &p) };
+            continue;
+        }
+        let (j0, cols, kc) = (p.first, p.cols, p.kc);
         let mut k0 = 0;
         while k0 < k {
             let depth = kc.min(k - k0);
@@ -184,8 +186,84 @@ pub(crate) unsafe fn sgemm(
     }
 }
 
+/// Panel `p` of `c = a · b` (as [`sgemm`]) in its own loop: `p.lanes` interleaved FMA chains
+/// per block of [`ynn_panels::blocks`], combined as YNNPACK does, each block added to the
+/// output. For the panels `matrixmultiply` cannot sum (several lanes, or blocks deeper than
+/// its compile-time depth [`MAX_BLOCK_DEPTH`]): at most 64 columns wide, so the operands are
+/// copied contiguous (a negligible cost next to the `rows x k x cols` multiply-adds) and the
+/// rows shared among threads.
+///
+/// # Safety
+/// As [`sgemm`].
+unsafe fn lane_panel(
+    (rows, k, n): (usize, usize, usize),
+    a: *const f32,
+    (ars, acs): (isize, isize),
+    b: *const f32,
+    (brs, bcs): (isize, isize),
+    c: &mut [f32],
+    p: &Panel,
+) {
+    // SAFETY (both copies): kk < k, i < rows and j < cols index inside the caller's matrices.
+    let bp: Vec<f32> = (0..k)
+        .flat_map(|kk| {
+            (p.first..p.first + p.cols)
+                .map(move |j| unsafe { *b.offset(kk as isize * brs + j as isize * bcs) })
+        })
+        .collect();
+    let ap: Vec<f32> = (0..rows)
+        .flat_map(|i| {
+            (0..k).map(move |kk| unsafe { *a.offset(i as isize * ars + kk as isize * acs) })
+        })
+        .collect();
+    let blocks = ynn_panels::blocks(p, k);
+    let row = |(arow, crow): (&[f32], &mut [f32])| {
+        let out = &mut crow[p.first..p.first + p.cols];
+        let mut lanes = vec![vec![0f32; p.cols]; p.lanes];
+        for (bi, &(k0, len)) in blocks.iter().enumerate() {
+            lanes.iter_mut().for_each(|l| l.fill(0.0));
+            for kk in k0..k0 + len {
+                let brow = &bp[kk * p.cols..(kk + 1) * p.cols];
+                fma_row(&mut lanes[(kk - k0) % p.lanes], arow[kk], brow);
+            }
+            let (head, rest) = lanes.split_at_mut(1);
+            let s = &mut head[0];
+            match rest {
+                [] => {}
+                [s1] => add_row(s, s1),
+                [s1, s2, s3] => {
+                    add_row(s2, s3);
+                    add_row(s, s1);
+                    add_row(s, s2);
+                }
+                _ => unreachable!("YNNPACK's panels have 1, 2 or 4 lanes"),
+            }
+            if bi == 0 {
+                out.copy_from_slice(s);
+            } else {
+                add_row(out, s);
+            }
+        }
+    };
+    let work = rows * k * p.cols;
+    let pairs = ap.chunks(k.max(1)).zip(c.chunks_mut(n)).take(rows);
+    if work >= crate::eval::reduce::PARALLEL_WORK * 4 {
+        pairs.par_bridge().for_each(row);
+    } else {
+        pairs.for_each(row);
+    }
+}
+
+/// `x[j] += y[j]`, each sum rounded to f32.
+fn add_row(x: &mut [f32], y: &[f32]) {
+    for (x, &y) in x.iter_mut().zip(y) {
+        *x += y;
+    }
+}
+
 /// `a · b` for a row-major `m x k` matrix `a` and `k x n` matrix `b`, in the order of
-/// [`Kernel::Tiled`] whatever m and n are: the product YNNPACK runs for a 1×1 convolution
+/// [`Kernel::Tiled`] (its rhs row-major, as a canonical convolution kernel is) whatever m
+/// and n are: the product YNNPACK runs for a 1×1 convolution
 /// (`conv/pointwise.rs`), which never goes to XLA's matrix-vector emitters.
 ///
 /// # Panics
@@ -206,7 +284,7 @@ pub(crate) fn tiled_product((m, k, n): (usize, usize, usize), a: &[f32], b: &[f3
             b.as_ptr(),
             (n as isize, 1),
             &mut c,
-            Kernel::Tiled,
+            Kernel::Tiled { packed_rhs: false },
         )
     };
     c

@@ -1,0 +1,160 @@
+//! How YNNPACK (XLA:CPU's matrix-product library) splits an f32 `[M, K] x [K, N]` product
+//! into column panels, and the order in which each panel sums its K terms.
+//!
+//! Measured with the oracle (jaxlib 0.10.2 on an AVX-512 host; per output column, every
+//! candidate (lanes, panel width) compared bit for bit over M in 4..256, N in 2..256,
+//! K = 2100..5000; `tools/fixtures/fx_dot_order.py`, fixtures `dot_order_panel_*`):
+//!
+//! - Each panel of `width` columns (packed `width` wide even when fewer columns are left)
+//!   sums its K terms in blocks of `kc = 32768 / width` (rounded down to a multiple of the
+//!   lanes): the packed `kc x width` f32 panel of the right operand is 128 KiB. A block's sum
+//!   starts from zero and is added to the output (the first one is the output).
+//! - Inside a block, `lanes` interleaved FMA chains (term `kk` of the block into chain
+//!   `kk mod lanes`), combined as `S0` (1 lane), `S0 + S1` (2), `(S0 + S1) + (S2 + S3)` (4).
+//!   When K is not a multiple of the lanes, the last `K mod lanes` terms are a block of
+//!   their own, added last.
+//! - Which lanes and widths a product gets depends on M and N:
+//!   - N ≤ 16: one panel `roundup(N, 4)` wide, 4 lanes.
+//!   - M ≤ [`SMALL_M`], N > 16 and a row-major rhs (YNNPACK leaves it unpacked): panels of
+//!     64 columns, 1 lane, and the rest (1..63 columns) in a panel of its own width, 1 lane.
+//!   - Otherwise (M > [`SMALL_M`], or an rhs contiguous in k, which YNNPACK packs: a
+//!     transposed rhs, also one that XLA's `TransposeFolding` reads through a `transpose`),
+//!     N > 16: one of [`WIDE_KERNELS`] for the whole product, the one with the lowest cost
+//!     per panel times the number of panels (the last one padded).
+//!     The costs are fitted to the measured choices, not taken from YNNPACK's cost model.
+
+/// The largest M for which YNNPACK cuts the columns as [`panels`] says for small products
+/// with a row-major rhs (measured: M = 50 does, M = 51 does not).
+pub(crate) const SMALL_M: usize = 50;
+
+/// Bytes of the packed right-operand panel that fix a panel's block depth.
+const PANEL_BYTES: usize = 128 * 1024;
+
+/// The (lanes, panel width, relative cost per panel) YNNPACK picks from for M > [`SMALL_M`]
+/// and N > 16. The costs reproduce every measured choice (e.g. N = 17, 24: three panels of 8;
+/// 28, 32, 88, 96, 160, 224: of 32; 36..48, 65..80, 104, 112, 136..176, 200, 240: of 16;
+/// 52..63, 120, 128, 192, 256: of 64); the margins are small (N = 176: 16 × 11 = 176 against
+/// 62 × 3 = 186), so shapes far from the measured ones may choose otherwise.
+pub(crate) const WIDE_KERNELS: [(usize, usize, f64); 4] =
+    [(4, 8, 10.0), (4, 16, 16.0), (2, 32, 31.5), (1, 64, 62.0)];
+
+/// One column panel: columns `first..first + cols`, packed `width` wide, summed in `lanes`
+/// interleaved chains within blocks of `kc` terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Panel {
+    pub(crate) first: usize,
+    pub(crate) cols: usize,
+    pub(crate) kc: usize,
+    pub(crate) lanes: usize,
+}
+
+impl Panel {
+    fn new(first: usize, cols: usize, width: usize, lanes: usize) -> Panel {
+        let kc = (PANEL_BYTES / 4 / width.max(1)) / lanes * lanes;
+        Panel {
+            first,
+            cols,
+            kc: kc.max(lanes),
+            lanes,
+        }
+    }
+}
+
+/// YNNPACK's column panels for an `m x n` output, `packed_rhs` when the rhs is contiguous in
+/// k (module documentation).
+pub(crate) fn panels(m: usize, n: usize, packed_rhs: bool) -> Vec<Panel> {
+    if n == 0 {
+        return Vec::new();
+    }
+    if n <= 16 {
+        return vec![Panel::new(0, n, n.div_ceil(4) * 4, 4)];
+    }
+    if m <= SMALL_M && !packed_rhs {
+        let mut v: Vec<Panel> = (0..n / 64).map(|t| Panel::new(t * 64, 64, 64, 1)).collect();
+        if !n.is_multiple_of(64) {
+            v.push(Panel::new(n / 64 * 64, n % 64, n % 64, 1));
+        }
+        return v;
+    }
+    let cost = |&(_, width, c): &(usize, usize, f64)| n.div_ceil(width) as f64 * c;
+    let (lanes, width, _) = WIDE_KERNELS
+        .iter()
+        .min_by(|x, y| cost(x).total_cmp(&cost(y)))
+        .copied()
+        .unwrap_or((1, 64, 0.0));
+    (0..n.div_ceil(width))
+        .map(|t| {
+            let first = t * width;
+            Panel::new(first, width.min(n - first), width, lanes)
+        })
+        .collect()
+}
+
+/// The sum blocks of one panel over `k` terms: `(first term, terms)` in the order they are
+/// added (module documentation: blocks of `kc` over the first `k - k mod lanes` terms, then
+/// the rest).
+pub(crate) fn blocks(p: &Panel, k: usize) -> Vec<(usize, usize)> {
+    let main = k - k % p.lanes;
+    let mut v: Vec<(usize, usize)> = (0..main)
+        .step_by(p.kc)
+        .map(|k0| (k0, p.kc.min(main - k0)))
+        .collect();
+    if main < k {
+        v.push((main, k - main));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn widths(m: usize, n: usize) -> Vec<(usize, usize, usize, usize)> {
+        panels(m, n, false)
+            .iter()
+            .map(|p| (p.first, p.cols, p.kc, p.lanes))
+            .collect()
+    }
+
+    /// The measured choices quoted in the module documentation (oracle, jaxlib 0.10.2).
+    #[test]
+    fn panels_follow_the_measured_choices() {
+        // Small M: 64-column panels and the rest on its own.
+        assert_eq!(widths(16, 96), [(0, 64, 512, 1), (64, 32, 1024, 1)]);
+        assert_eq!(widths(16, 120), [(0, 64, 512, 1), (64, 56, 585, 1)]);
+        assert_eq!(widths(50, 48), [(0, 48, 682, 1)]);
+        assert_eq!(widths(16, 200).last(), Some(&(192, 8, 4096, 1)));
+        // N <= 16: 4 lanes, width rounded up to 4, block rounded down to 4 lanes.
+        assert_eq!(widths(16, 12), [(0, 12, 2728, 4)]);
+        assert_eq!(widths(64, 16), [(0, 16, 2048, 4)]);
+        assert_eq!(widths(16, 7), [(0, 7, 4096, 4)]);
+        // Large M: one kernel for the whole product.
+        let kinds = |n: usize| {
+            let p = panels(64, n, false);
+            (p[0].lanes, p[0].cols, p.len())
+        };
+        assert_eq!(kinds(17), (4, 8, 3));
+        assert_eq!(kinds(28), (2, 28, 1));
+        assert_eq!(kinds(36), (4, 16, 3));
+        assert_eq!(kinds(52), (1, 52, 1));
+        assert_eq!(kinds(96), (2, 32, 3));
+        assert_eq!(kinds(120), (1, 64, 2));
+        assert_eq!(kinds(176), (4, 16, 11));
+        assert_eq!(kinds(224), (2, 32, 7));
+        assert_eq!(kinds(240), (4, 16, 15));
+        assert_eq!(kinds(256), (1, 64, 4));
+        // The last panel of a large product is packed at full width.
+        assert_eq!(panels(64, 120, false)[1].kc, 512);
+        // A packed rhs gets the same choice for a small M.
+        assert_eq!(panels(16, 96, true), panels(64, 96, false));
+        assert_eq!(panels(32, 120, true)[1].kc, 512);
+    }
+
+    #[test]
+    fn blocks_put_the_lane_tail_last() {
+        let p = Panel::new(0, 16, 16, 4);
+        assert_eq!(blocks(&p, 2101), [(0, 2048), (2048, 52), (2100, 1)]);
+        assert_eq!(blocks(&p, 3), [(0, 3)]);
+        assert_eq!(blocks(&p, 4096), [(0, 2048), (2048, 2048)]);
+    }
+}
