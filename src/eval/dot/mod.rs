@@ -253,7 +253,7 @@ pub fn dot(
                 k_stride(lhs.dims(), &folded[0], &lc),
                 k_stride(rhs.dims(), &folded[1], &rc),
             );
-            let kernel = xla_order::Kernel::for_product((b, m, n, k), strides, lt, rt);
+            let kernel = xla_order::Kernel::for_product((b, m, n, k), strides, lt, rt, ty);
             if kernel == xla_order::Kernel::DotProduct {
                 let c = xla_order::dot_products((b, k), &a, &bb);
                 return finish(convert::from_f32(ty, c));

@@ -9,7 +9,9 @@
 //!   columns into panels and sums each output element in f32 fused multiply-adds in k order
 //!   from zero, in 1, 2 or 4 interleaved chains, within blocks of `kc` terms, each block's
 //!   sum added to the output in turn; the panels, lanes and `kc` depend on M and N
-//!   ([`ynn_panels`]). bf16 operands go to another kernel: within the accumulated tolerance.
+//!   ([`ynn_panels`]). bf16 operands with an f32 result and a row-major rhs go to its bf16
+//!   kernel, which takes each pair of terms odd first ([`ynn_panels::bf16_panels`]); other
+//!   bf16 products are within the accumulated tolerance only.
 //! - **A matrix-vector product** (M = 1 or N = 1) goes to XLA's own LLVM emitters
 //!   (`xla/service/cpu/tiled_dot_emitter.cc`): the column-major one is one FMA chain per
 //!   output ([`chains`]), the row-major one sums in FMA lanes with a horizontal reduction
@@ -49,8 +51,11 @@ pub(crate) enum Kernel {
     /// tiled kernel of [`ynn_panels`]. `packed_rhs`: the rhs is contiguous in k (in XLA's
     /// layout), so YNNPACK packs it and cuts the columns as it does for large products.
     Tiled { packed_rhs: bool },
-    /// A transposed lhs (contracting its major dimension) or bf16 operands with M, N > 1:
-    /// another kernel, whose order is not identified (every column gets
+    /// bf16 operands with an f32 result, M, N > 1, the lhs contiguous in k and a row-major
+    /// rhs: YNNPACK's bf16 kernel ([`ynn_panels::bf16_panels`]).
+    Bf16Pairs,
+    /// A transposed lhs (contracting its major dimension), or bf16 operands with M, N > 1
+    /// otherwise: another kernel, whose order is not identified (every column gets
     /// [`UNIDENTIFIED_BLOCK_DEPTH`]).
     Other,
     /// XLA's column-major matrix-vector emitter (`ColumnMajorMatrixVectorProductEmitter`):
@@ -79,6 +84,7 @@ impl Kernel {
         (lhs_k_stride, rhs_k_stride): (isize, isize),
         lt: crate::hlo::ElementType,
         rt: crate::hlo::ElementType,
+        ty: crate::hlo::ElementType,
     ) -> Kernel {
         use crate::eval::reduce::tree::offloaded_to_ynn;
         use crate::hlo::ElementType::{BF16, F32};
@@ -88,7 +94,9 @@ impl Kernel {
             (_, 1) if lhs_k_stride == 1 => Kernel::RowGemv,
             (1, _) if rhs_k_stride == 1 => Kernel::RowGemv,
             (_, 1) | (1, _) => Kernel::Chain,
-            _ if lhs_k_stride != 1 || lt == BF16 || rt == BF16 => Kernel::Other,
+            _ if lhs_k_stride != 1 => Kernel::Other,
+            _ if lt == BF16 && rt == BF16 && ty == F32 && rhs_k_stride != 1 => Kernel::Bf16Pairs,
+            _ if lt == BF16 || rt == BF16 => Kernel::Other,
             _ => Kernel::Tiled {
                 packed_rhs: rhs_k_stride == 1,
             },
@@ -109,11 +117,15 @@ fn panels_for(rows: usize, n: usize, kernel: Kernel) -> Vec<Panel> {
     if let Kernel::Tiled { packed_rhs } = kernel {
         return ynn_panels::panels(rows, n, packed_rhs);
     }
+    if kernel == Kernel::Bf16Pairs {
+        return ynn_panels::bf16_panels(n);
+    }
     vec![Panel {
         first: 0,
         cols: n,
         kc: UNIDENTIFIED_BLOCK_DEPTH,
         lanes: 1,
+        pairs: false,
     }]
 }
 
@@ -147,10 +159,10 @@ pub(crate) unsafe fn sgemm(
             return unsafe { row_gemv((rows, k), a, ars, b, brs, c) };
         }
         Kernel::RowGemv => return unsafe { row_gemv((n, k), b, bcs, a, acs, c) },
-        Kernel::Tiled { .. } | Kernel::Other | Kernel::DotProduct => {}
+        Kernel::Tiled { .. } | Kernel::Bf16Pairs | Kernel::Other | Kernel::DotProduct => {}
     }
     for p in panels_for(rows, n, kernel) {
-        if p.lanes > 1 || p.kc > MAX_BLOCK_DEPTH {
+        if p.lanes > 1 || p.pairs || p.kc > MAX_BLOCK_DEPTH {
             // SAFETY: forwarded from the caller.
             unsafe { lane_panel((rows, k, n), a, (ars, acs), b, (brs, bcs), c, &p) };
             continue;
@@ -222,9 +234,11 @@ unsafe fn lane_panel(
         let mut lanes = vec![vec![0f32; p.cols]; p.lanes];
         for (bi, &(k0, len)) in blocks.iter().enumerate() {
             lanes.iter_mut().for_each(|l| l.fill(0.0));
-            for kk in k0..k0 + len {
+            for j in 0..len {
+                // With pairs, the odd term of each pair first (an unpaired one as it is).
+                let kk = k0 + if p.pairs && (j ^ 1) < len { j ^ 1 } else { j };
                 let brow = &bp[kk * p.cols..(kk + 1) * p.cols];
-                fma_row(&mut lanes[(kk - k0) % p.lanes], arow[kk], brow);
+                fma_row(&mut lanes[j % p.lanes], arow[kk], brow);
             }
             let (head, rest) = lanes.split_at_mut(1);
             let s = &mut head[0];

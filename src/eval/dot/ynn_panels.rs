@@ -22,6 +22,8 @@
 //!     N > 16: one of [`WIDE_KERNELS`] for the whole product, the one with the lowest cost
 //!     per panel times the number of panels (the last one padded).
 //!     The costs are fitted to the measured choices, not taken from YNNPACK's cost model.
+//!
+//! bf16 operands have panels of their own ([`bf16_panels`]).
 
 /// The largest M for which YNNPACK cuts the columns as [`panels`] says for small products
 /// with a row-major rhs (measured: M = 50 does, M = 51 does not).
@@ -39,13 +41,16 @@ pub(crate) const WIDE_KERNELS: [(usize, usize, f64); 4] =
     [(4, 8, 10.0), (4, 16, 16.0), (2, 32, 31.5), (1, 64, 62.0)];
 
 /// One column panel: columns `first..first + cols`, packed `width` wide, summed in `lanes`
-/// interleaved chains within blocks of `kc` terms.
+/// interleaved chains within blocks of `kc` terms; with `pairs`, the terms of each block are
+/// taken in pairs, the odd one first, and an odd last term of K is a block of its own
+/// ([`bf16_panels`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Panel {
     pub(crate) first: usize,
     pub(crate) cols: usize,
     pub(crate) kc: usize,
     pub(crate) lanes: usize,
+    pub(crate) pairs: bool,
 }
 
 impl Panel {
@@ -56,6 +61,7 @@ impl Panel {
             cols,
             kc: kc.max(lanes),
             lanes,
+            pairs: false,
         }
     }
 }
@@ -90,11 +96,32 @@ pub(crate) fn panels(m: usize, n: usize, packed_rhs: bool) -> Vec<Panel> {
         .collect()
 }
 
+/// The panels of YNNPACK's bf16 kernel (bf16 operands, an f32 result, a row-major rhs;
+/// measured M in 3..100, N in 8..200, K up to 9001, 100% of the bits): on AVX512-BF16 it
+/// multiplies pairs of terms with `vdpbf16ps`, which adds the odd term of a pair before the
+/// even one, each bf16 product exact in f32, so each output is one chain in that order. The
+/// blocks are 4096 terms for N ≤ 16 and 2048 otherwise (a 256 KiB panel 32 or 64 columns
+/// wide), and an odd last term is a block of its own. The instruction treats subnormal
+/// inputs and results as zero; hlosim does not (normal data gives the same bits).
+pub(crate) fn bf16_panels(n: usize) -> Vec<Panel> {
+    let kc = if n <= 16 { 4096 } else { 2048 };
+    (0..n.div_ceil(64))
+        .map(|t| Panel {
+            first: t * 64,
+            cols: 64.min(n - t * 64),
+            kc,
+            lanes: 1,
+            pairs: true,
+        })
+        .collect()
+}
+
 /// The sum blocks of one panel over `k` terms: `(first term, terms)` in the order they are
 /// added (module documentation: blocks of `kc` over the first `k - k mod lanes` terms, then
 /// the rest).
 pub(crate) fn blocks(p: &Panel, k: usize) -> Vec<(usize, usize)> {
-    let main = k - k % p.lanes;
+    let step = if p.pairs { 2 } else { p.lanes };
+    let main = k - k % step;
     let mut v: Vec<(usize, usize)> = (0..main)
         .step_by(p.kc)
         .map(|k0| (k0, p.kc.min(main - k0)))
@@ -148,6 +175,18 @@ mod tests {
         // A packed rhs gets the same choice for a small M.
         assert_eq!(panels(16, 96, true), panels(64, 96, false));
         assert_eq!(panels(32, 120, true)[1].kc, 512);
+    }
+
+    #[test]
+    fn bf16_blocks_pair_the_terms_and_keep_an_odd_one_apart() {
+        let p = bf16_panels(100);
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[1].first, p[1].cols, p[1].kc), (64, 36, 2048));
+        assert_eq!(bf16_panels(12)[0].kc, 4096);
+        assert_eq!(
+            blocks(&p[0], 5001),
+            [(0, 2048), (2048, 2048), (4096, 904), (5000, 1)]
+        );
     }
 
     #[test]
