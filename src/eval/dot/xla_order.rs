@@ -14,7 +14,7 @@
 //!   bf16 products are within the accumulated tolerance only.
 //! - **A matrix-vector product** (M = 1 or N = 1) goes to XLA's own LLVM emitters
 //!   (`xla/service/cpu/tiled_dot_emitter.cc`): the column-major one is one FMA chain per
-//!   output ([`chains`]), the row-major one sums in FMA lanes with a horizontal reduction
+//!   output (a [`lane_panel`] of one block), the row-major one sums in FMA lanes with a horizontal reduction
 //!   ([`row_gemv`]). Both bit-exact, whatever the operand types (bf16/f16 are widened).
 //! - **A dot of two vectors** (M = N = 1) is rewritten into `reduce(multiply)`
 //!   ([`dot_products`]), bit-exact where the reduce is (fewer than 4096 products).
@@ -60,7 +60,7 @@ pub(crate) enum Kernel {
     Other,
     /// XLA's column-major matrix-vector emitter (`ColumnMajorMatrixVectorProductEmitter`):
     /// M = 1 with an rhs not contiguous in k, or N = 1 with an lhs not contiguous in k. Each
-    /// output is one FMA chain over all of K, from zero ([`chains`]).
+    /// output is one FMA chain over all of K, from zero ([`lane_panel`] with one block).
     Chain,
     /// XLA's row-major matrix-vector emitter (`RowMajorMatrixVectorProductEmitter`): N = 1
     /// with an lhs contiguous in k, or M = 1 with an rhs contiguous in k ([`row_gemv`]).
@@ -154,7 +154,19 @@ pub(crate) unsafe fn sgemm(
     // product reads the matrix's rows contiguously: the lhs when N = 1 (`acs` = 1, the kernel
     // says), else the rhs's columns (`brs` = 1), with the output along them.
     match kernel {
-        Kernel::Chain => return unsafe { chains((rows, k, n), a, (ars, acs), b, (brs, bcs), c) },
+        Kernel::Chain => {
+            // XLA's column-major matrix-vector emitter: its vector tiles (8 rows by 8 k) carry
+            // each row's accumulator through the result from one k tile to the next, and its
+            // scalar epilogue does the same, so every output is one FMA chain over all of K.
+            let whole = Panel {
+                first: 0,
+                cols: n,
+                kc: k,
+                lanes: 1,
+                pairs: false,
+            };
+            return unsafe { lane_panel((rows, k, n), a, (ars, acs), b, (brs, bcs), c, &whole) };
+        }
         Kernel::RowGemv if n == 1 => {
             return unsafe { row_gemv((rows, k), a, ars, b, brs, c) };
         }
@@ -302,36 +314,6 @@ pub(crate) fn tiled_product((m, k, n): (usize, usize, usize), a: &[f32], b: &[f3
         )
     };
     c
-}
-
-/// Every output as one FMA chain from zero over kk = 0..k in order: row i of `c` (row
-/// stride `n`) is `c[i, j] = fma(a[i, kk], b[kk, j], c[i, j])`. XLA's column-major
-/// matrix-vector emitter: its vector tiles (8 rows by 8 k) carry each row's accumulator
-/// through the result from one k tile to the next, and its scalar epilogue does the same.
-///
-/// # Safety
-/// As [`sgemm`].
-unsafe fn chains(
-    (rows, k, n): (usize, usize, usize),
-    a: *const f32,
-    (ars, acs): (isize, isize),
-    b: *const f32,
-    (brs, bcs): (isize, isize),
-    c: &mut [f32],
-) {
-    let mut brow = vec![0f32; n];
-    for (i, out) in c.chunks_mut(n).take(rows).enumerate() {
-        out.fill(0.0);
-        for kk in 0..k {
-            // SAFETY: i < rows, kk < k and j < n index inside the caller's matrices.
-            let x = unsafe { *a.offset(i as isize * ars + kk as isize * acs) };
-            let bk = unsafe { b.offset(kk as isize * brs) };
-            for (j, r) in brow.iter_mut().enumerate() {
-                *r = unsafe { *bk.offset(j as isize * bcs) };
-            }
-            fma_row(out, x, &brow);
-        }
-    }
 }
 
 /// The vector width of XLA:CPU's row-major matrix-vector emitter (`tile_cols`): f32 lanes
