@@ -210,15 +210,14 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
             let v = v.into_iter().map(|x| x as f32).collect();
             convert::from_f32(ty, scatter_out(v, &out_off))
         }
-        Compute::F32 if pointwise_xla && pointwise::applies(&g, fgc * bgc) => {
-            let a = convert::gather_f32(&input.data, it, &all_in);
-            let k = convert::gather_f32(&kernel.data, kt, &all_k);
-            convert::from_f32(ty, scatter_out(pointwise::product(&a, &k, &g), &out_off))
-        }
         Compute::F32 => {
             let a = convert::gather_f32(&input.data, it, &all_in);
             let k = convert::gather_f32(&kernel.data, kt, &all_k);
-            let v = conv_loop(&a, &k, &g, 0f32, |acc, x, y| acc + x * y);
+            let v = if pointwise_xla && pointwise::applies(&g, fgc * bgc) {
+                pointwise::product(&a, &k, &g)
+            } else {
+                conv_loop(&a, &k, &g, 0f32, |acc, x, y| acc + x * y)
+            };
             convert::from_f32(ty, scatter_out(v, &out_off))
         }
         Compute::F64 => {

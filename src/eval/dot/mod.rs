@@ -10,8 +10,8 @@
 //! f32/bf16/f16 results are summed as [`DotAccumulation`] says. `XlaCpu` (the default):
 //! f32 fused multiply-adds in XLA:CPU's block order ([`xla_order`]), bit-exact with XLA:CPU
 //! where that order was identified, with a worst-case error of about kc·2^-24·Σ|aᵢbᵢ|
-//! (kc = 512 for 64-column panels, up to 32768 / width terms for narrower ones). `F64`: every product of two f32 values is exact in f64 and the K-term
-//! sum is accumulated in f64 (dgemm on widened operands), so before the final rounding the
+//! (kc = 512 for 64-column panels, up to 32768 / width terms for narrower ones). `F64`:
+//! every product of two f32 values is exact in f64 and the K-term sum is accumulated in f64 (dgemm on widened operands), so before the final rounding the
 //! error is at most about K·2^-53·Σ|aᵢbᵢ| (K = 10^4: 1.1e-12 relative to Σ|aᵢbᵢ|); the
 //! result, the f64 sum rounded to f32 (then to bf16/f16, as XLA:CPU rounds its f32 result),
 //! is within 0.5 ulp + 2^-40·Σ|aᵢbᵢ| of the exact value, inside the bound 4·eps·Σ|aᵢbᵢ|
@@ -43,7 +43,10 @@ use view::{group_offsets, mat_view, MatView};
 /// the transpose's operand directly, so its layout, not the transposed one, decides which
 /// kernel runs the product ([`xla_order::Kernel::for_product`]).
 pub fn folded_transposes(comp: &Computation, ins: &Instruction) -> [Option<Vec<i64>>; 2] {
-    let dd = ins.attrs.dot.clone().unwrap_or_default();
+    let (lb, rb) = match &ins.attrs.dot {
+        Some(dd) => (dd.lhs_batch.as_slice(), dd.rhs_batch.as_slice()),
+        None => (&[][..], &[][..]),
+    };
     let fold = |i: usize, batch: &[i64]| {
         let op = comp.instr(*ins.operands.get(i)?);
         if op.opcode != crate::hlo::Opcode::Transpose {
@@ -55,7 +58,7 @@ pub fn folded_transposes(comp: &Computation, ins: &Instruction) -> [Option<Vec<i
             .all(|&b| perm.get(b as usize).copied() == Some(b));
         fixed.then_some(perm)
     };
-    [fold(0, &dd.lhs_batch), fold(1, &dd.rhs_batch)]
+    [fold(0, lb), fold(1, rb)]
 }
 
 /// The stride of dimension `d` of `dims` in XLA:CPU's layout: row-major, or for a folded

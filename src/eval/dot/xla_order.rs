@@ -14,8 +14,9 @@
 //!   bf16 products are within the accumulated tolerance only.
 //! - **A matrix-vector product** (M = 1 or N = 1) goes to XLA's own LLVM emitters
 //!   (`xla/service/cpu/tiled_dot_emitter.cc`): the column-major one is one FMA chain per
-//!   output (a [`lane_panel`] of one block), the row-major one sums in FMA lanes with a horizontal reduction
-//!   ([`row_gemv`]). Both bit-exact, whatever the operand types (bf16/f16 are widened).
+//!   output (a [`lane_panel`] of one block), the row-major one sums in FMA lanes with a
+//!   horizontal reduction ([`row_gemv`]). Both bit-exact, whatever the operand types
+//!   (bf16/f16 are widened).
 //! - **A dot of two vectors** (M = N = 1) is rewritten into `reduce(multiply)`
 //!   ([`dot_products`]), bit-exact where the reduce is (fewer than 4096 products).
 //! - **A transposed lhs** (contracting its major dimension) with M, N > 1 is a plain `dot`
@@ -120,13 +121,7 @@ fn panels_for(rows: usize, n: usize, kernel: Kernel) -> Vec<Panel> {
     if kernel == Kernel::Bf16Pairs {
         return ynn_panels::bf16_panels(n);
     }
-    vec![Panel {
-        first: 0,
-        cols: n,
-        kc: UNIDENTIFIED_BLOCK_DEPTH,
-        lanes: 1,
-        pairs: false,
-    }]
+    vec![Panel::chain(0, n, UNIDENTIFIED_BLOCK_DEPTH)]
 }
 
 /// `c = a · b` (row block `c` of `rows x n`, row stride `n`) in XLA:CPU's order, `a` a
@@ -158,13 +153,7 @@ pub(crate) unsafe fn sgemm(
             // XLA's column-major matrix-vector emitter: its vector tiles (8 rows by 8 k) carry
             // each row's accumulator through the result from one k tile to the next, and its
             // scalar epilogue does the same, so every output is one FMA chain over all of K.
-            let whole = Panel {
-                first: 0,
-                cols: n,
-                kc: k,
-                lanes: 1,
-                pairs: false,
-            };
+            let whole = Panel::chain(0, n, k);
             return unsafe { lane_panel((rows, k, n), a, (ars, acs), b, (brs, bcs), c, &whole) };
         }
         Kernel::RowGemv if n == 1 => {
@@ -272,11 +261,11 @@ unsafe fn lane_panel(
         }
     };
     let work = rows * k * p.cols;
-    let pairs = ap.chunks(k.max(1)).zip(c.chunks_mut(n)).take(rows);
+    let row_pairs = ap.chunks(k.max(1)).zip(c.chunks_mut(n)).take(rows);
     if work >= crate::eval::reduce::PARALLEL_WORK * 4 {
-        pairs.par_bridge().for_each(row);
+        row_pairs.par_bridge().for_each(row);
     } else {
-        pairs.for_each(row);
+        row_pairs.for_each(row);
     }
 }
 

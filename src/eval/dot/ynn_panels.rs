@@ -54,6 +54,17 @@ pub(crate) struct Panel {
 }
 
 impl Panel {
+    /// Columns `first..first + cols` in one chain per output, blocks of `kc` terms.
+    pub(crate) fn chain(first: usize, cols: usize, kc: usize) -> Panel {
+        Panel {
+            first,
+            cols,
+            kc,
+            lanes: 1,
+            pairs: false,
+        }
+    }
+
     fn new(first: usize, cols: usize, width: usize, lanes: usize) -> Panel {
         let kc = (PANEL_BYTES / 4 / width.max(1)) / lanes * lanes;
         Panel {
@@ -107,11 +118,8 @@ pub(crate) fn bf16_panels(n: usize) -> Vec<Panel> {
     let kc = if n <= 16 { 4096 } else { 2048 };
     (0..n.div_ceil(64))
         .map(|t| Panel {
-            first: t * 64,
-            cols: 64.min(n - t * 64),
-            kc,
-            lanes: 1,
             pairs: true,
+            ..Panel::chain(t * 64, 64.min(n - t * 64), kc)
         })
         .collect()
 }
