@@ -4,11 +4,13 @@
 //! found per spatial dimension and the input features of its group are accumulated (in the
 //! compute type of [`super::convert`], rounded once to the result type; f32 sums in f32, or in
 //! f64 under `DotAccumulation::F64`). A 2-D convolution with a 1×1 window is a matrix
-//! product that XLA:CPU sums in its own order, and [`pointwise`] reproduces it. A pred result
-//! has rules of its own: [`pred`].
+//! product that XLA:CPU sums in its own order, and [`pointwise`] reproduces it; [`stencil`]
+//! reproduces YNNPACK's order for larger 2-D windows where its kernel choice is identified. A
+//! pred result has rules of its own: [`pred`].
 
 mod pointwise;
 mod pred;
+mod stencil;
 
 use super::convert::{self, Compute};
 use crate::eval::reduce::{arrays, result_shapes, PARALLEL_WORK};
@@ -213,8 +215,14 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
         Compute::F32 => {
             let a = convert::gather_f32(&input.data, it, &all_in);
             let k = convert::gather_f32(&kernel.data, kt, &all_k);
+            let f32_only = [it, kt, ty].iter().all(|&t| t == ElementType::F32);
+            let window = (pointwise_xla && f32_only)
+                .then(|| stencil::applies(&g, fgc * bgc))
+                .flatten();
             let v = if pointwise_xla && pointwise::applies(&g, fgc * bgc) {
                 pointwise::product(&a, &k, &g)
+            } else if let Some(choice) = window {
+                stencil::product(&a, &k, &g, choice)
             } else {
                 conv_loop(&a, &k, &g, 0f32, |acc, x, y| acc + x * y)
             };

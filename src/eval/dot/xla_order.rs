@@ -395,7 +395,7 @@ pub(crate) fn dot_products(
 
 /// `c[j] = fma(x, b[j], c[j])`, in the AVX2 + FMA build when the CPU has it (the same bits:
 /// `mul_add` is one rounding on either build).
-fn fma_row(c: &mut [f32], x: f32, b: &[f32]) {
+pub(crate) fn fma_row(c: &mut [f32], x: f32, b: &[f32]) {
     #[inline(always)]
     fn body(c: &mut [f32], x: f32, b: &[f32]) {
         for (cv, &y) in c.iter_mut().zip(b) {

@@ -66,15 +66,21 @@ impl Panel {
     }
 
     fn new(first: usize, cols: usize, width: usize, lanes: usize) -> Panel {
-        let kc = (PANEL_BYTES / 4 / width.max(1)) / lanes * lanes;
         Panel {
             first,
             cols,
-            kc: kc.max(lanes),
+            kc: panel_depth(width, lanes),
             lanes,
             pairs: false,
         }
     }
+}
+
+/// The block depth of a panel `width` columns wide summed in `lanes` chains: the terms whose
+/// packed right-operand panel fills [`PANEL_BYTES`], a multiple of the lanes.
+pub(crate) fn panel_depth(width: usize, lanes: usize) -> usize {
+    let lanes = lanes.max(1);
+    ((PANEL_BYTES / 4 / width.max(1)) / lanes * lanes).max(lanes)
 }
 
 /// YNNPACK's column panels for an `m x n` output, `packed_rhs` when the rhs is contiguous in

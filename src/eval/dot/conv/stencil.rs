@@ -1,0 +1,253 @@
+//! 2-D convolutions with larger windows, run in XLA:CPU's order.
+//!
+//! XLA:CPU hands a 2-D convolution to YNNPACK (`ynn_emitter.cc`, `DefineConvolution`): the
+//! input is zero-padded (`ynn_define_static_pad`), viewed as `[n, h, w, kh, kw, ci]`
+//! (`ynn_define_stencil_copy`) and contracted with the `[kh, kw, ci, co]` kernel by a dot with
+//! three reduction dimensions. Measured with the oracle (one output element's summation tree
+//! read off with cancelling ±2^40 pairs among ones, then every element of random convolutions
+//! compared bit for bit), its order per output element is:
+//!
+//! - The input features are cut into blocks of `kc / taps` (rounded down to a multiple of
+//!   the lanes), where `kc` is the block depth of the panel YNNPACK picks for N = output
+//!   features ([`ynn_panels`]) and `taps` the window's size: a block covers every tap.
+//! - Within a block, `lanes` interleaved FMA chains from zero over (tap, feature), tap outer,
+//!   the feature's position in the block choosing the chain; the chains are added in pairs.
+//! - The block's last `features mod lanes` features are then added one product at a time
+//!   (each product rounded, then added: not fused), taps outer.
+//! - The first block's sum is the output; each further block's sum is added to it.
+//! - Padded positions are zero terms of the chains, as in YNNPACK's padded copy.
+//!
+//! Which panel: the kernel is always packed, so YNNPACK picks as for a packed rhs
+//! ([`ynn_panels::panels`]) except that its 4-lane kernels need enough input features: a
+//! 8-wide one a multiple of 4, a 16-wide one a multiple of 4 or at least 17, and the N ≤ 16
+//! kernel at least 17 (below that one chain, measured only where K ≤ 512 so the block depth
+//! cannot matter). Measured for M = 100..392, input features 3..1000, output features
+//! 8..200, 3×3 and 5×5 windows, strides 1 and 2, padding 0..2: every element bit-exact
+//! (fixtures `conv_window_*`). Not included, because the choice is not identified: fewer than
+//! [`MIN_ROWS`] output rows (YNNPACK then prefers other kernels, e.g. one chain 32 wide for
+//! M = 16), fewer than 4 input features with N > 16, window dilation or reversal, and base
+//! dilation. Those keep the direct loop, within tolerance.
+
+use super::Geom;
+use crate::eval::dot::xla_order::fma_row;
+use crate::eval::dot::ynn_panels::{panel_depth, WIDE_KERNELS};
+use rayon::prelude::*;
+
+/// The fewest output rows (batch × output positions) for which the kernel choice of the
+/// module documentation was measured (M = 100 and more; at M = 16..50 YNNPACK picks others).
+pub(super) const MIN_ROWS: usize = 64;
+
+/// The most terms for which the single chain of narrow outputs (N ≤ 16, fewer than 17 input
+/// features) was measured; its block depth is not known, and no panel's is smaller.
+const ONE_CHAIN_MAX_TERMS: usize = 512;
+
+/// How YNNPACK sums one convolution: `lanes` chains, blocks of `kc` terms over all taps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Choice {
+    pub(super) lanes: usize,
+    pub(super) kc: usize,
+}
+
+/// The summation YNNPACK picks for an `m`-row, `n`-column output with `c` input features and
+/// `taps` window positions, or `None` where it is not identified (module documentation).
+pub(super) fn choice(m: usize, n: usize, c: usize, taps: usize) -> Option<Choice> {
+    if m < MIN_ROWS || n == 0 || c == 0 {
+        return None;
+    }
+    if n <= 16 {
+        return if c >= 17 {
+            Some(Choice {
+                lanes: 4,
+                kc: panel_depth(n.div_ceil(4) * 4, 4),
+            })
+        } else if c * taps <= ONE_CHAIN_MAX_TERMS {
+            Some(Choice {
+                lanes: 1,
+                kc: ONE_CHAIN_MAX_TERMS,
+            })
+        } else {
+            None
+        };
+    }
+    if c < 4 {
+        return None;
+    }
+    let usable = |&&(lanes, width, _): &&(usize, usize, f64)| match (lanes, width) {
+        (4, 8) => c.is_multiple_of(4),
+        (4, 16) => c.is_multiple_of(4) || c >= 17,
+        _ => true,
+    };
+    let cost = |&&(_, width, cost): &&(usize, usize, f64)| n.div_ceil(width) as f64 * cost;
+    WIDE_KERNELS
+        .iter()
+        .filter(usable)
+        .min_by(|x, y| cost(x).total_cmp(&cost(y)))
+        .map(|&(lanes, width, _)| Choice {
+            lanes,
+            kc: panel_depth(width, lanes),
+        })
+}
+
+/// Whether `g` is a convolution this module reproduces (2-D, one group, no dilation or
+/// reversal, non-negative padding, a window larger than 1×1), and YNNPACK's choice for it.
+pub(super) fn applies(g: &Geom, groups: i64) -> Option<Choice> {
+    if groups != 1 || g.win.len() != 2 {
+        return None;
+    }
+    let plain = g.win.iter().all(|w| {
+        w.base_dilation == 1
+            && w.window_dilation == 1
+            && !w.reversal
+            && w.pad_lo >= 0
+            && w.pad_hi >= 0
+    });
+    if !plain || g.win.iter().all(|w| w.size == 1) {
+        return None;
+    }
+    let taps: usize = g.win.iter().map(|w| w.size as usize).product();
+    let rows = g.out_batch * g.out_sp.iter().product::<usize>();
+    choice(rows, g.out_feat, g.cin_g, taps)
+}
+
+/// The output in canonical (batch, feature, spatial...) order, from the operands as f32 in
+/// their own layouts, summed as the module documentation says.
+pub(super) fn product(input: &[f32], kernel: &[f32], g: &Geom, ch: Choice) -> Vec<f32> {
+    let (sy, sx) = (g.win[0].size as usize, g.win[1].size as usize);
+    let taps = sy * sx;
+    let (c, n) = (g.cin_g, g.out_feat);
+    let (oh, ow) = (g.out_sp[0], g.out_sp[1]);
+    let positions = oh * ow;
+    let m = g.out_batch * positions;
+    // The kernel as [tap][feature][output], outputs contiguous.
+    let mut w = Vec::with_capacity(taps * c * n);
+    for ty in 0..sy {
+        for tx in 0..sx {
+            let base = ty * g.ks_sp[0] + tx * g.ks_sp[1];
+            for ci in 0..c {
+                w.extend((0..n).map(|o| kernel[base + ci * g.ks_i + o * g.ks_o]));
+            }
+        }
+    }
+    let lanes = ch.lanes.max(1);
+    let per_block = ch.kc / taps;
+    let block = if per_block >= c {
+        c
+    } else {
+        (per_block / lanes * lanes).max(lanes)
+    };
+    let mut out = vec![0f32; m * n];
+    out.par_chunks_mut(n.max(1))
+        .enumerate()
+        .for_each(|(row, dst)| {
+            // This row's patch as [tap][feature], zero where the window reads padding.
+            let (b, p) = (row / positions, row % positions);
+            let (oy, ox) = (p / ow, p % ow);
+            let mut patch = vec![0f32; taps * c];
+            for ty in 0..sy {
+                let iy = (oy * g.win[0].stride as usize + ty) as i64 - g.win[0].pad_lo;
+                for tx in 0..sx {
+                    let ix = (ox * g.win[1].stride as usize + tx) as i64 - g.win[1].pad_lo;
+                    let inside = (0..g.in_sp[0] as i64).contains(&iy)
+                        && (0..g.in_sp[1] as i64).contains(&ix);
+                    if inside {
+                        let base = b * g.is_b + iy as usize * g.is_sp[0] + ix as usize * g.is_sp[1];
+                        let dst = &mut patch[(ty * sx + tx) * c..][..c];
+                        for (ci, d) in dst.iter_mut().enumerate() {
+                            *d = input[base + ci * g.is_f];
+                        }
+                    }
+                }
+            }
+            let mut acc = vec![vec![0f32; n]; lanes];
+            let mut lo = 0;
+            while lo < c {
+                let hi = (lo + block).min(c);
+                let main = lo + (hi - lo) / lanes * lanes;
+                acc.iter_mut().for_each(|a| a.fill(0.0));
+                for t in 0..taps {
+                    for ci in lo..main {
+                        let x = patch[t * c + ci];
+                        fma_row(&mut acc[(ci - lo) % lanes], x, &w[(t * c + ci) * n..][..n]);
+                    }
+                }
+                let sum = combine(&mut acc);
+                for t in 0..taps {
+                    for ci in main..hi {
+                        let x = patch[t * c + ci];
+                        for (s, &y) in sum.iter_mut().zip(&w[(t * c + ci) * n..][..n]) {
+                            *s += x * y;
+                        }
+                    }
+                }
+                if lo == 0 {
+                    dst.copy_from_slice(sum);
+                } else {
+                    dst.iter_mut().zip(sum.iter()).for_each(|(d, &s)| *d += s);
+                }
+                lo = hi;
+            }
+        });
+    // [M = (b, position), N] to (b, o, position).
+    let mut canon = Vec::with_capacity(m * n);
+    for b in 0..g.out_batch {
+        for o in 0..n {
+            canon.extend((0..positions).map(|p| out[(b * positions + p) * n + o]));
+        }
+    }
+    canon
+}
+
+/// The lanes added in adjacent pairs (`S0 + S1`, `(S0 + S1) + (S2 + S3)`), into the first.
+fn combine(acc: &mut [Vec<f32>]) -> &mut [f32] {
+    let mut step = 1;
+    while step < acc.len() {
+        for i in (0..acc.len()).step_by(2 * step) {
+            if i + step < acc.len() {
+                let (left, right) = acc.split_at_mut(i + step);
+                left[i]
+                    .iter_mut()
+                    .zip(&right[0])
+                    .for_each(|(d, &s)| *d += s);
+            }
+        }
+        step *= 2;
+    }
+    &mut acc[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Choices read off the oracle (module documentation): lanes and block depth per shape.
+    #[test]
+    fn choices_follow_the_measured_kernels() {
+        // N ≤ 16: 4 lanes from 17 input features, one chain below.
+        assert_eq!(choice(100, 12, 17, 9), Some(Choice { lanes: 4, kc: 2728 }));
+        assert_eq!(choice(100, 12, 16, 9), Some(Choice { lanes: 1, kc: 512 }));
+        assert_eq!(choice(100, 8, 16, 64), None);
+        // N = 20: three 8-wide panels need a multiple of 4 features, else 32 wide, 2 lanes.
+        assert_eq!(choice(100, 20, 12, 9), Some(Choice { lanes: 4, kc: 4096 }));
+        assert_eq!(choice(100, 20, 33, 9), Some(Choice { lanes: 2, kc: 1024 }));
+        // N = 48: 16 wide needs a multiple of 4 or 17+ features, else 64 wide, one lane.
+        assert_eq!(choice(100, 48, 17, 9), Some(Choice { lanes: 4, kc: 2048 }));
+        assert_eq!(choice(100, 48, 9, 9), Some(Choice { lanes: 1, kc: 512 }));
+        assert_eq!(choice(100, 64, 64, 9), Some(Choice { lanes: 1, kc: 512 }));
+        // Not identified.
+        assert_eq!(choice(36, 64, 64, 9), None);
+        assert_eq!(choice(100, 24, 3, 9), None);
+    }
+
+    #[test]
+    fn lanes_are_added_in_pairs() {
+        let big = 2f32.powi(24);
+        // (big + 1) + (1 - big) = big - (big - 1) = 1; in sequence ((big + 1) + 1) - big = 0.
+        let mut acc = vec![vec![big], vec![1.0], vec![1.0], vec![-big]];
+        assert_eq!(combine(&mut acc)[0], 1.0);
+        // (big + 1) + (1 - big) = 1 again; halving, (big - big) + (1 + 1) = 2.
+        let mut acc = vec![vec![big], vec![1.0], vec![-big], vec![1.0]];
+        assert_eq!(combine(&mut acc)[0], 1.0);
+        let mut two = vec![vec![1.5], vec![2.25]];
+        assert_eq!(combine(&mut two)[0], 3.75);
+    }
+}
