@@ -215,9 +215,9 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
         Compute::F32 => {
             let a = convert::gather_f32(&input.data, it, &all_in);
             let k = convert::gather_f32(&kernel.data, kt, &all_k);
-            let f32_only = [it, kt, ty].iter().all(|&t| t == ElementType::F32);
-            let window = (pointwise_xla && f32_only)
-                .then(|| stencil::applies(&g, fgc * bgc))
+            let result_ok = matches!(ty, ElementType::F32 | ElementType::F16);
+            let window = (pointwise_xla && result_ok)
+                .then(|| stencil::applies(&g, fgc, bgc))
                 .flatten();
             let v = if pointwise_xla && pointwise::applies(&g, fgc * bgc) {
                 pointwise::product(&a, &k, &g)

@@ -31,6 +31,13 @@
 //! identified: fewer than [`MIN_ROWS`] output rows (YNNPACK's cost counts row blocks too, and
 //! picks other kernels, e.g. one chain 32 wide for M = 16), near ties, window dilation or
 //! reversal, and base dilation. Those keep the direct loop, within tolerance.
+//!
+//! Also measured and included: f16 operands (XLA:CPU converts them to f32 first; the f32 sum is
+//! rounded once), window dilation (the stencil's taps are further apart, the order is the
+//! same), and feature groups, each group its own product of `features / groups` input and
+//! `outputs / groups` output features (YNNPACK splits the kernel per group), except where a
+//! group's choice is the single chain of narrow outputs: 2 to 8 features and 2 to 16 outputs
+//! per group match no model, so depthwise convolutions keep the direct loop.
 
 use super::Geom;
 use crate::eval::dot::xla_order::fma_row;
@@ -99,25 +106,25 @@ pub(super) fn choice(m: usize, n: usize, c: usize, taps: usize) -> Option<Choice
     })
 }
 
-/// Whether `g` is a convolution this module reproduces (2-D, one group, no dilation or
-/// reversal, non-negative padding, a window larger than 1×1), and YNNPACK's choice for it.
-pub(super) fn applies(g: &Geom, groups: i64) -> Option<Choice> {
-    if groups != 1 || g.win.len() != 2 {
+/// Whether `g` is a convolution this module reproduces (2-D, no base dilation or reversal,
+/// non-negative padding, a window larger than 1×1, no batch groups; feature groups only
+/// where each group's choice is a panel, not the single chain), and YNNPACK's choice for it.
+pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<Choice> {
+    if batch_groups != 1 || feature_groups < 1 || g.win.len() != 2 {
         return None;
     }
-    let plain = g.win.iter().all(|w| {
-        w.base_dilation == 1
-            && w.window_dilation == 1
-            && !w.reversal
-            && w.pad_lo >= 0
-            && w.pad_hi >= 0
-    });
+    let plain = g
+        .win
+        .iter()
+        .all(|w| w.base_dilation == 1 && !w.reversal && w.pad_lo >= 0 && w.pad_hi >= 0);
     if !plain || g.win.iter().all(|w| w.size == 1) {
         return None;
     }
     let taps: usize = g.win.iter().map(|w| w.size as usize).product();
     let rows = g.out_batch * g.out_sp.iter().product::<usize>();
-    choice(rows, g.out_feat, g.cin_g, taps)
+    let ch = choice(rows, g.out_per_fg, g.cin_g, taps)?;
+    let one_chain = ch.lanes == 1 && g.out_per_fg <= 16;
+    (feature_groups == 1 || !one_chain).then_some(ch)
 }
 
 /// The output in canonical (batch, feature, spatial...) order, from the operands as f32 in
@@ -125,20 +132,28 @@ pub(super) fn applies(g: &Geom, groups: i64) -> Option<Choice> {
 pub(super) fn product(input: &[f32], kernel: &[f32], g: &Geom, ch: Choice) -> Vec<f32> {
     let (sy, sx) = (g.win[0].size as usize, g.win[1].size as usize);
     let taps = sy * sx;
-    let (c, n) = (g.cin_g, g.out_feat);
+    // Per feature group: `c` input features and `n` outputs; groups are independent products.
+    let (c, n) = (g.cin_g, g.out_per_fg);
+    let groups = g.out_feat / n.max(1);
+    let total = g.out_feat;
     let (oh, ow) = (g.out_sp[0], g.out_sp[1]);
     let positions = oh * ow;
     let m = g.out_batch * positions;
-    // The kernel as [tap][feature][output], outputs contiguous.
-    let mut w = Vec::with_capacity(taps * c * n);
-    for ty in 0..sy {
-        for tx in 0..sx {
-            let base = ty * g.ks_sp[0] + tx * g.ks_sp[1];
-            for ci in 0..c {
-                w.extend((0..n).map(|o| kernel[base + ci * g.ks_i + o * g.ks_o]));
+    // Each group's kernel as [tap][feature][output], outputs contiguous.
+    let weights: Vec<Vec<f32>> = (0..groups)
+        .map(|grp| {
+            let mut w = Vec::with_capacity(taps * c * n);
+            for ty in 0..sy {
+                for tx in 0..sx {
+                    let base = ty * g.ks_sp[0] + tx * g.ks_sp[1] + grp * n * g.ks_o;
+                    for ci in 0..c {
+                        w.extend((0..n).map(|o| kernel[base + ci * g.ks_i + o * g.ks_o]));
+                    }
+                }
             }
-        }
-    }
+            w
+        })
+        .collect();
     let lanes = ch.lanes.max(1);
     let per_block = ch.kc / taps;
     let block = if per_block >= c {
@@ -146,22 +161,33 @@ pub(super) fn product(input: &[f32], kernel: &[f32], g: &Geom, ch: Choice) -> Ve
     } else {
         (per_block / lanes * lanes).max(lanes)
     };
-    let mut out = vec![0f32; m * n];
+    let mut out = vec![0f32; m * total];
     out.par_chunks_mut(n.max(1))
         .enumerate()
-        .for_each(|(row, dst)| {
-            // This row's patch as [tap][feature], zero where the window reads padding.
+        .for_each(|(chunk, dst)| {
+            // This row's patch of this group as [tap][feature], zero where the window reads
+            // padding.
+            let (row, grp) = (chunk / groups, chunk % groups);
+            let w = &weights[grp];
             let (b, p) = (row / positions, row % positions);
             let (oy, ox) = (p / ow, p % ow);
             let mut patch = vec![0f32; taps * c];
             for ty in 0..sy {
-                let iy = (oy * g.win[0].stride as usize + ty) as i64 - g.win[0].pad_lo;
+                let iy = (oy * g.win[0].stride as usize + ty * g.win[0].window_dilation as usize)
+                    as i64
+                    - g.win[0].pad_lo;
                 for tx in 0..sx {
-                    let ix = (ox * g.win[1].stride as usize + tx) as i64 - g.win[1].pad_lo;
+                    let ix = (ox * g.win[1].stride as usize
+                        + tx * g.win[1].window_dilation as usize)
+                        as i64
+                        - g.win[1].pad_lo;
                     let inside = (0..g.in_sp[0] as i64).contains(&iy)
                         && (0..g.in_sp[1] as i64).contains(&ix);
                     if inside {
-                        let base = b * g.is_b + iy as usize * g.is_sp[0] + ix as usize * g.is_sp[1];
+                        let base = b * g.is_b
+                            + iy as usize * g.is_sp[0]
+                            + ix as usize * g.is_sp[1]
+                            + grp * c * g.is_f;
                         let dst = &mut patch[(ty * sx + tx) * c..][..c];
                         for (ci, d) in dst.iter_mut().enumerate() {
                             *d = input[base + ci * g.is_f];
@@ -206,11 +232,11 @@ pub(super) fn product(input: &[f32], kernel: &[f32], g: &Geom, ch: Choice) -> Ve
                 lo = hi;
             }
         });
-    // [M = (b, position), N] to (b, o, position).
-    let mut canon = Vec::with_capacity(m * n);
+    // [M = (b, position), outputs] to (b, o, position).
+    let mut canon = Vec::with_capacity(m * total);
     for b in 0..g.out_batch {
-        for o in 0..n {
-            canon.extend((0..positions).map(|p| out[(b * positions + p) * n + o]));
+        for o in 0..total {
+            canon.extend((0..positions).map(|p| out[(b * positions + p) * total + o]));
         }
     }
     canon
