@@ -36,8 +36,11 @@
 //! rounded once), window dilation (the stencil's taps are further apart, the order is the
 //! same), and feature groups, each group its own product of `features / groups` input and
 //! `outputs / groups` output features (YNNPACK splits the kernel per group), except where a
-//! group's choice is the single chain of narrow outputs: 2 to 8 features and 2 to 16 outputs
-//! per group match no model, so depthwise convolutions keep the direct loop.
+//! group's choice would be the single chain of narrow outputs: there grouped products take 4
+//! lanes (3 to 16 features per group measured) or 2 (2 features), but one feature per group
+//! with 16 outputs takes one chain, so the rule is not pinned down and those keep the direct
+//! loop. For one feature per group and few outputs (depthwise), YNNPACK adds each output's
+//! rounded products in tap order, which the direct loop does too (fixture `conv_depthwise`).
 
 use super::Geom;
 use crate::eval::dot::xla_order::fma_row;
