@@ -17,20 +17,25 @@
 //! - The first block's sum is the output; each further block's sum is added to it.
 //! - Padded positions are zero terms of the chains, as in YNNPACK's padded copy.
 //!
-//! Which panel: the kernel is always packed, so YNNPACK picks among the packed-rhs panels of
+//! Which panel: for all but small outputs (below) the kernel is packed, so YNNPACK picks among
+//! the packed-rhs panels of
 //! [`ynn_panels`] (8 and 16 wide in 4 lanes, 32 in 2, 64 in 1) by cost, but its cost model
 //! counts the feature loop per tap in whole lane groups: each panel cost is scaled by
 //! `roundup(features, lanes) / features` (so 5, 6, 9 input features push 16 outputs per panel
 //! off to 32 or 64 wide; 3, 7, 11 features keep 8 wide for 20 outputs, 5, 6, 9, 13 do not).
 //! Outputs of 16 or fewer are one panel in 4 lanes from 17 input features, one chain below
-//! (measured only where K ≤ 512, so the block depth cannot matter). Measured for M = 64..392,
-//! input features 1..600, output features 8..200, 3×3 and 5×5 windows, strides 1 and 2,
-//! padding 0..2: every element bit-exact in 323 of 324 shapes of a grid over features 1..128
-//! and outputs 8..100, the exception a near tie of the cost model, which hlosim declines
-//! ([`AMBIGUOUS_COST`]; fixtures `conv_window_*`). Not included, because the choice is not
-//! identified: fewer than [`MIN_ROWS`] output rows (YNNPACK's cost counts row blocks too, and
-//! picks other kernels, e.g. one chain 32 wide for M = 16), near ties, window dilation or
-//! reversal, and base dilation. Those keep the direct loop, within tolerance.
+//! (measured only where K ≤ 512 and from [`ONE_CHAIN_MIN_ROWS`] positions). Measured for
+//! M = 4..392, input features 1..600, output features 8..512, windows 1×3 to 7×7, strides 1
+//! and 2, padding 0..3: every element bit-exact in 555 shapes (grids over features 1..256,
+//! outputs 8..130 and output sizes 1×1..18×18), the exceptions near ties of the cost model,
+//! which hlosim declines ([`AMBIGUOUS_COST`]; fixtures `conv_window_*`). Not included, because the choice is not
+//! identified: near ties, window reversal and base dilation. Those keep the direct loop,
+//! within tolerance.
+//!
+//! Small outputs: while the output has at most [`UNPACKED_ROW_BLOCKS`] row blocks, YNNPACK
+//! does not pack the kernel and sums as for a small matrix product with a row-major rhs: one
+//! chain, the block depth of a panel as wide as all the outputs (measured for up to 64
+//! outputs; with more, the panels' depths were not identified and hlosim declines).
 //!
 //! Also measured and included: f16 operands (XLA:CPU converts them to f32 first; the f32 sum is
 //! rounded once), window dilation (the stencil's taps are further apart, the order is the
@@ -47,9 +52,16 @@ use crate::eval::dot::xla_order::fma_row;
 use crate::eval::dot::ynn_panels::{panel_depth, WIDE_KERNELS};
 use rayon::prelude::*;
 
-/// The fewest output rows (batch × output positions) for which the kernel choice of the
-/// module documentation was measured (M = 100 and more; at M = 16..50 YNNPACK picks others).
-pub(super) const MIN_ROWS: usize = 64;
+/// YNNPACK leaves the kernel unpacked (one lane, panels as for a row-major rhs) while the
+/// output has at most this many row blocks: `batch × output rows × ceil(output columns / 5)`,
+/// its 5-row kernels' blocks over the innermost output dimension (for a matrix product, the
+/// `M ≤ 50` of [`ynn_panels::SMALL_M`]). Measured: 1×6×6 and 2×3×10 outputs (12 blocks) are
+/// packed, 1×5×9 and 2×5×5 (10 blocks) are not.
+const UNPACKED_ROW_BLOCKS: usize = 10;
+
+/// The fewest outputs positions for which the single chain of narrow outputs was measured
+/// (a single position differs).
+const ONE_CHAIN_MIN_ROWS: usize = 9;
 
 /// The most terms for which the single chain of narrow outputs (N ≤ 16, fewer than 17 input
 /// features) was measured; its block depth is not known, and no panel's is smaller.
@@ -67,10 +79,16 @@ pub(super) struct Choice {
     pub(super) kc: usize,
 }
 
-/// The summation YNNPACK picks for an `m`-row, `n`-column output with `c` input features and
-/// `taps` window positions, or `None` where it is not identified (module documentation).
-pub(super) fn choice(m: usize, n: usize, c: usize, taps: usize) -> Option<Choice> {
-    if m < MIN_ROWS || n == 0 || c == 0 {
+/// The summation YNNPACK picks for an output of `batch` images of `rows × cols` positions and
+/// `n` features, with `c` input features and `taps` window positions, or `None` where it is not
+/// identified (module documentation).
+pub(super) fn choice(
+    (batch, rows, cols): (usize, usize, usize),
+    n: usize,
+    c: usize,
+    taps: usize,
+) -> Option<Choice> {
+    if n == 0 || c == 0 || batch * rows * cols == 0 {
         return None;
     }
     if n <= 16 {
@@ -79,7 +97,7 @@ pub(super) fn choice(m: usize, n: usize, c: usize, taps: usize) -> Option<Choice
                 lanes: 4,
                 kc: panel_depth(n.div_ceil(4) * 4, 4),
             })
-        } else if c * taps <= ONE_CHAIN_MAX_TERMS {
+        } else if c * taps <= ONE_CHAIN_MAX_TERMS && batch * rows * cols >= ONE_CHAIN_MIN_ROWS {
             Some(Choice {
                 lanes: 1,
                 kc: ONE_CHAIN_MAX_TERMS,
@@ -87,6 +105,14 @@ pub(super) fn choice(m: usize, n: usize, c: usize, taps: usize) -> Option<Choice
         } else {
             None
         };
+    }
+    if batch * rows * cols.div_ceil(5) <= UNPACKED_ROW_BLOCKS {
+        // One panel of all the outputs, its block depth set by its width (wider ones are cut
+        // into panels whose depths were not identified).
+        return (n <= 64).then(|| Choice {
+            lanes: 1,
+            kc: panel_depth(n, 1),
+        });
     }
     // Each kernel's cost for this product: its panels' cost times the feature loop it runs,
     // `roundup(c, lanes)` features for every `c` (module documentation).
@@ -124,8 +150,8 @@ pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Optio
         return None;
     }
     let taps: usize = g.win.iter().map(|w| w.size as usize).product();
-    let rows = g.out_batch * g.out_sp.iter().product::<usize>();
-    let ch = choice(rows, g.out_per_fg, g.cin_g, taps)?;
+    let out = (g.out_batch, g.out_sp[0], g.out_sp[1]);
+    let ch = choice(out, g.out_per_fg, g.cin_g, taps)?;
     let one_chain = ch.lanes == 1 && g.out_per_fg <= 16;
     (feature_groups == 1 || !one_chain).then_some(ch)
 }
@@ -270,23 +296,37 @@ mod tests {
     /// Choices read off the oracle (module documentation): lanes and block depth per shape.
     #[test]
     fn choices_follow_the_measured_kernels() {
+        let big = (1, 10, 10);
         // N ≤ 16: 4 lanes from 17 input features, one chain below.
-        assert_eq!(choice(100, 12, 17, 9), Some(Choice { lanes: 4, kc: 2728 }));
-        assert_eq!(choice(100, 12, 16, 9), Some(Choice { lanes: 1, kc: 512 }));
-        assert_eq!(choice(100, 8, 16, 64), None);
+        assert_eq!(choice(big, 12, 17, 9), Some(Choice { lanes: 4, kc: 2728 }));
+        assert_eq!(choice(big, 12, 16, 9), Some(Choice { lanes: 1, kc: 512 }));
+        assert_eq!(choice(big, 8, 16, 64), None);
+        assert_eq!(choice((1, 1, 1), 8, 16, 9), None);
         // Features 3: 8-wide panels still (4 of 3 features' loop: 40 against 42 for 32 wide).
-        assert_eq!(choice(100, 24, 3, 9), Some(Choice { lanes: 4, kc: 4096 }));
+        assert_eq!(choice(big, 24, 3, 9), Some(Choice { lanes: 4, kc: 4096 }));
         // A near tie of the model: declined.
-        assert_eq!(choice(100, 100, 18, 9), None);
+        assert_eq!(choice(big, 100, 18, 9), None);
         // N = 20: three 8-wide panels need a multiple of 4 features, else 32 wide, 2 lanes.
-        assert_eq!(choice(100, 20, 12, 9), Some(Choice { lanes: 4, kc: 4096 }));
-        assert_eq!(choice(100, 20, 33, 9), Some(Choice { lanes: 2, kc: 1024 }));
+        assert_eq!(choice(big, 20, 12, 9), Some(Choice { lanes: 4, kc: 4096 }));
+        assert_eq!(choice(big, 20, 33, 9), Some(Choice { lanes: 2, kc: 1024 }));
         // N = 48: 16 wide needs a multiple of 4 or 17+ features, else 64 wide, one lane.
-        assert_eq!(choice(100, 48, 17, 9), Some(Choice { lanes: 4, kc: 2048 }));
-        assert_eq!(choice(100, 48, 9, 9), Some(Choice { lanes: 1, kc: 512 }));
-        assert_eq!(choice(100, 64, 64, 9), Some(Choice { lanes: 1, kc: 512 }));
-        // Not identified.
-        assert_eq!(choice(36, 64, 64, 9), None);
+        assert_eq!(choice(big, 48, 17, 9), Some(Choice { lanes: 4, kc: 2048 }));
+        assert_eq!(choice(big, 48, 9, 9), Some(Choice { lanes: 1, kc: 512 }));
+        assert_eq!(choice(big, 64, 64, 9), Some(Choice { lanes: 1, kc: 512 }));
+        // Few row blocks: unpacked, one lane, the block depth of a panel as wide as N.
+        assert_eq!(
+            choice((1, 6, 6), 32, 64, 9),
+            Some(Choice { lanes: 2, kc: 1024 })
+        );
+        assert_eq!(
+            choice((1, 5, 7), 32, 64, 9),
+            Some(Choice { lanes: 1, kc: 1024 })
+        );
+        assert_eq!(
+            choice((2, 5, 5), 20, 256, 9),
+            Some(Choice { lanes: 1, kc: 1638 })
+        );
+        assert_eq!(choice((1, 5, 5), 100, 64, 9), None);
     }
 
     #[test]
