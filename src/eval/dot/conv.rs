@@ -5,9 +5,11 @@
 //! compute type of [`super::convert`], rounded once to the result type; f32 sums in f32, or in
 //! f64 under `DotAccumulation::F64`). A 2-D convolution with a 1×1 window is a matrix
 //! product that XLA:CPU sums in its own order, and [`pointwise`] reproduces it; [`stencil`]
-//! reproduces YNNPACK's order for larger 2-D windows where its kernel choice is identified. A
+//! reproduces YNNPACK's order for larger 2-D windows where its kernel choice is identified, and
+//! [`eigen`] Eigen's for shallow 1-D and 3-D ones. A
 //! pred result has rules of its own: [`pred`].
 
+mod eigen;
 mod pointwise;
 mod pred;
 mod stencil;
@@ -223,6 +225,11 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                 pointwise::product(&a, &k, &g)
             } else if let Some(choice) = window {
                 stencil::product(&a, &k, &g, choice)
+            } else if accumulation == DotAccumulation::XlaCpu
+                && [it, kt, ty].iter().all(|&t| t == ElementType::F32)
+                && eigen::applies(&g, fgc * bgc)
+            {
+                conv_loop(&a, &k, &g, 0f32, |acc, x, y| x.mul_add(y, acc))
             } else {
                 conv_loop(&a, &k, &g, 0f32, |acc, x, y| acc + x * y)
             };

@@ -12,10 +12,9 @@
 //! to 162, K = 32 to 2048, f32 and f16 operands; fixtures `conv_pointwise_*`).
 //!
 //! Not included, measured: a padded 1×1 window (XLA:CPU sums its interior outputs in another
-//! order: half the elements of a 2×64×7×7 input padded by 1 differ from the product's bits),
-//! and 1-D and 3-D 1×1 convolutions, which XLA:CPU rewrites into a plain `dot` outside
-//! YNNPACK, summed in an order not identified (2 of 1920 f16 results of a 1-D one differ
-//! from every block length). They keep the direct loop, within tolerance.
+//! order: half the elements of a 2×64×7×7 input padded by 1 differ from the product's bits;
+//! it keeps the direct loop, within tolerance). 1-D and 3-D 1×1 convolutions XLA:CPU rewrites
+//! into a plain `dot` outside YNNPACK that Eigen sums; [`super::eigen`] has them.
 
 use super::Geom;
 use crate::eval::dot::xla_order;
