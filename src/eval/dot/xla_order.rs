@@ -20,8 +20,10 @@
 //! - **A dot of two vectors** (M = N = 1) is rewritten into `reduce(multiply)`
 //!   ([`dot_products`]), bit-exact where the reduce is (fewer than 4096 products).
 //! - **A transposed lhs** (contracting its major dimension) with M, N > 1 is a plain `dot`
-//!   that XLA:CPU runs through Eigen's matrix product, whose blocking follows the host's
-//!   cache sizes: not reproduced, within tolerance.
+//!   that XLA:CPU runs through Eigen's matrix product: FMA chains in near-equal depth blocks
+//!   no longer than a maximum Eigen derives from the host's L1 cache. Up to K = 256 that is
+//!   one block on any current host, which the blocks of 256 here reproduce (bit-exact);
+//!   beyond, within tolerance.
 //! - **A 2-D convolution with a 1×1 window** (no padding, one group) is a YNNPACK product too,
 //!   in the tiled order whatever its M and N ([`tiled_product`], used by
 //!   `conv/pointwise.rs`).
