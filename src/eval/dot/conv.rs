@@ -3,11 +3,11 @@
 //! batch_group_count. A direct loop: for each output element, the valid kernel positions are
 //! found per spatial dimension and the input features of its group are accumulated (in the
 //! compute type of [`super::convert`], rounded once to the result type; f32 sums in f32, or in
-//! f64 under `DotAccumulation::F64`). A 2-D convolution with a 1×1 window is a matrix
-//! product that XLA:CPU sums in its own order, and [`pointwise`] reproduces it; [`stencil`]
-//! reproduces YNNPACK's order for larger 2-D windows where its kernel choice is identified, and
-//! [`eigen`] Eigen's for shallow 1-D and 3-D ones. A
-//! pred result has rules of its own: [`pred`].
+//! f64 under `DotAccumulation::F64`). XLA:CPU's own orders, where identified: [`stencil`]
+//! for 2-D convolutions (YNNPACK's stencil dot, or Eigen's chain for those XLA keeps out of
+//! YNNPACK), [`pointwise`] for the 1×1 ones YNNPACK sums as a matrix product where the stencil
+//! declines, and [`eigen`] for shallow 1-D and 3-D ones. A pred result has rules of its own:
+//! [`pred`].
 
 mod eigen;
 mod pointwise;
@@ -197,8 +197,8 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
             shape: out_shape,
         }));
     }
-    // XLA:CPU's order for 1×1 windows (pointwise.rs): f32 and f16 operands (bf16 ones go to
-    // another YNNPACK kernel, as for dots), outside the 16-bit mixes that run in bf16.
+    // XLA:CPU's orders for 2-D windows (stencil.rs, pointwise.rs): f32 and f16 operands (bf16
+    // ones go to another YNNPACK kernel, as for dots), outside the 16-bit mixes that run in bf16.
     let pointwise_xla = accumulation == DotAccumulation::XlaCpu
         && [it, kt]
             .iter()
@@ -221,10 +221,10 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
             let window = (pointwise_xla && result_ok)
                 .then(|| stencil::applies(&g, fgc, bgc))
                 .flatten();
-            let v = if pointwise_xla && pointwise::applies(&g, fgc * bgc) {
-                pointwise::product(&a, &k, &g)
-            } else if let Some(choice) = window {
+            let v = if let Some(choice) = window {
                 stencil::product(&a, &k, &g, choice)
+            } else if pointwise_xla && pointwise::applies(&g, fgc * bgc) && stencil::in_ynn(&g, 1) {
+                pointwise::product(&a, &k, &g)
             } else if accumulation == DotAccumulation::XlaCpu
                 && [it, kt, ty].iter().all(|&t| t == ElementType::F32)
                 && eigen::applies(&g, fgc * bgc)

@@ -11,10 +11,12 @@
 //! identified (measured with the oracle for `bf01` and `b01f` layouts, strides 1 and 2, M = 1
 //! to 162, K = 32 to 2048, f32 and f16 operands; fixtures `conv_pointwise_*`).
 //!
-//! Not included, measured: a padded 1×1 window (XLA:CPU sums its interior outputs in another
-//! order: half the elements of a 2×64×7×7 input padded by 1 differ from the product's bits;
-//! it keeps the direct loop, within tolerance). 1-D and 3-D 1×1 convolutions XLA:CPU rewrites
-//! into a plain `dot` outside YNNPACK that Eigen sums; [`super::eigen`] has them.
+//! [`super::stencil`] comes first: it runs a 1×1 window as YNNPACK's one-tap stencil dot
+//! (the same order with its own panel choice, which differs for few input features), and the
+//! padded, grouped and small ones XLA:CPU keeps out of YNNPACK; this module takes the 1×1
+//! convolutions inside YNNPACK that it declines (near ties of its cost model, small outputs
+//! wider than 64 features). 1-D and 3-D 1×1 convolutions XLA:CPU rewrites into a plain `dot`
+//! outside YNNPACK that Eigen sums; [`super::eigen`] has them.
 
 use super::Geom;
 use crate::eval::dot::xla_order;

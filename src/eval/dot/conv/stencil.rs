@@ -1,11 +1,24 @@
-//! 2-D convolutions with larger windows, run in XLA:CPU's order.
+//! 2-D convolutions (other than plain matrix products), run in XLA:CPU's order.
 //!
-//! XLA:CPU hands a 2-D convolution to YNNPACK (`ynn_emitter.cc`, `DefineConvolution`): the
-//! input is zero-padded (`ynn_define_static_pad`), viewed as `[n, h, w, kh, kw, ci]`
-//! (`ynn_define_stencil_copy`) and contracted with the `[kh, kw, ci, co]` kernel by a dot with
-//! three reduction dimensions. Measured with the oracle (one output element's summation tree
+//! Where a 2-D convolution goes is decided by XLA's `IsConvolutionOpSupportedByYnn`
+//! (`ynn_support.cc`, read with the search tool and confirmed with the oracle):
+//!
+//! - **Outside YNNPACK** when neither the input nor the output features (all groups together)
+//!   exceed 16, or an output or window dimension is larger than the input's (heavy padding).
+//!   XLA:CPU's runtime then runs Eigen's spatial convolution (an unpadded 1×1 window becomes a
+//!   plain `dot` that Eigen contracts the same way): each output one FMA chain from zero, taps
+//!   outer, features inner, which is a one-lane stencil block here. Claimed where measured: at
+//!   least 2 outputs per group, [`ONE_CHAIN_MIN_ROWS`] positions, and a depth `taps × features`
+//!   up to [`SINGLE_BLOCK_DEPTH`] (up to [`EIGEN_NARROW_DEPTH`] for fewer than 8 outputs per
+//!   group); not a plain `dot` of 2 or 3 terms (those are summed unfused).
+//! - **Inside YNNPACK** otherwise (`ynn_emitter.cc`, `DefineConvolutionOp`): the input is
+//!   zero-padded (`ynn_define_static_pad`), viewed as `[n, h, w, kh, kw, ci]`
+//!   (`ynn_define_stencil_copy`) and contracted with the `[kh, kw, ci, co]` kernel by a dot with
+//!   three reduction dimensions (a 1×1 window too, with one tap).
+//!
+//! YNNPACK's order per output element, measured with the oracle (one element's summation tree
 //! read off with cancelling ±2^40 pairs among ones, then every element of random convolutions
-//! compared bit for bit), its order per output element is:
+//! compared bit for bit):
 //!
 //! - The input features are cut into blocks of `kc / taps` (rounded down to a multiple of
 //!   the lanes), where `kc` is the block depth of the panel YNNPACK picks for N = output
@@ -18,35 +31,38 @@
 //! - Padded positions are zero terms of the chains, as in YNNPACK's padded copy.
 //!
 //! Which panel: for all but small outputs (below) the kernel is packed, so YNNPACK picks among
-//! the packed-rhs panels of
-//! [`ynn_panels`] (8 and 16 wide in 4 lanes, 32 in 2, 64 in 1) by cost, but its cost model
-//! counts the feature loop per tap in whole lane groups: each panel cost is scaled by
-//! `roundup(features, lanes) / features` (so 5, 6, 9 input features push 16 outputs per panel
-//! off to 32 or 64 wide; 3, 7, 11 features keep 8 wide for 20 outputs, 5, 6, 9, 13 do not).
-//! Outputs of 16 or fewer are one panel in 4 lanes from 17 input features, one chain below
-//! (measured only where K ≤ 512 and from [`ONE_CHAIN_MIN_ROWS`] positions). Measured for
-//! M = 4..392, input features 1..600, output features 8..512, windows 1×3 to 7×7, strides 1
-//! and 2, padding 0..3: every element bit-exact in 555 shapes (grids over features 1..256,
-//! outputs 8..130 and output sizes 1×1..18×18), the exceptions near ties of the cost model,
-//! which hlosim declines ([`AMBIGUOUS_COST`]; fixtures `conv_window_*`). Not included, because the choice is not
-//! identified: near ties, window reversal and base dilation. Those keep the direct loop,
-//! within tolerance.
+//! the packed-rhs panels of [`ynn_panels`] (8 and 16 wide in 4 lanes, 32 in 2, 64 in 1) by
+//! cost, but its cost model counts the feature loop per tap in whole lane groups: each panel
+//! cost is scaled by `roundup(features, lanes) / features` (so 5, 6, 9 input features push 16
+//! outputs per panel off to 32 or 64 wide; 3, 7, 11 features keep 8 wide for 20 outputs, 5, 6,
+//! 9, 13 do not). Outputs of 16 or fewer take the narrow panel of `roundup(N, 4)` columns in
+//! 4 lanes, except 2 features per tap (32 wide, 2 lanes) and 1 feature with more than 8
+//! outputs (64 wide, one lane) ([`narrow_choice`]). Near ties of the cost model
+//! ([`AMBIGUOUS_COST`]) are declined. Measured for M = 4..1024, input features 1..600, output
+//! features 1..512, windows 1×1 to 7×7, strides 1 and 2, padding 0..3, 1 to 16 groups: every
+//! claimed element bit-exact (fixtures `conv_window_*`, `conv_grouped_*`, `conv_pointwise_*`).
 //!
 //! Small outputs: while the output has at most [`UNPACKED_ROW_BLOCKS`] row blocks, YNNPACK
 //! does not pack the kernel and sums as for a small matrix product with a row-major rhs: one
 //! chain, the block depth of a panel as wide as all the outputs (measured for up to 64
-//! outputs; with more, the panels' depths were not identified and hlosim declines).
+//! outputs; with more, the panels' depths were not identified and hlosim declines). With 16 or
+//! fewer outputs the kernel is packed (the narrow panel) except for 9 to 16 outputs from
+//! [`UNPACKED_NARROW_FEATURES`] features, where the unpacked kernel costs less than twice the
+//! packed one (`should_pack_b`).
+//!
+//! Feature groups: YNNPACK splits the kernel per group (`[g, kh, kw, ci/g, co/g]`) and runs one
+//! dot whose batch dimensions are the groups, images and positions, so each group is its own
+//! product of `features / groups` input and `outputs / groups` output features, with one row
+//! per call; it is left unpacked when the output has [`GROUPED_UNPACKED_POSITIONS`] positions
+//! or fewer (not measured: declined). One feature per group and few outputs (depthwise) is the
+//! narrow panel with no full lane group: each output's rounded products added in tap order.
 //!
 //! Also measured and included: f16 operands (XLA:CPU converts them to f32 first; the f32 sum is
-//! rounded once), window dilation (the stencil's taps are further apart, the order is the
-//! same), and feature groups, each group its own product of `features / groups` input and
-//! `outputs / groups` output features (YNNPACK splits the kernel per group), except where a
-//! group's choice would be the single chain of narrow outputs: there grouped products take 4
-//! lanes (3 to 16 features per group measured) or 2 (2 features), but one feature per group
-//! with 16 outputs takes one chain, so the rule is not pinned down and those keep the direct
-//! loop. For one feature per group and few outputs (depthwise), YNNPACK adds each output's
-//! rounded products in tap order, which the direct loop does too (fixture `conv_depthwise`).
+//! rounded once) and window dilation (the stencil's taps are further apart, the order is the
+//! same). Not included: window reversal and base dilation (outside YNNPACK, Eigen's order with
+//! them not measured). Declined convolutions keep the direct loop, within tolerance.
 
+use super::eigen::SINGLE_BLOCK_DEPTH;
 use super::Geom;
 use crate::eval::dot::xla_order::fma_row;
 use crate::eval::dot::ynn_panels::{panel_depth, WIDE_KERNELS};
@@ -59,13 +75,30 @@ use rayon::prelude::*;
 /// packed, 1×5×9 and 2×5×5 (10 blocks) are not.
 const UNPACKED_ROW_BLOCKS: usize = 10;
 
-/// The fewest outputs positions for which the single chain of narrow outputs was measured
-/// (a single position differs).
+/// The input features with which an output of [`UNPACKED_ROW_BLOCKS`] or fewer row blocks and 9
+/// to 16 features stays unpacked (one chain) instead of taking the narrow panel: measured for
+/// 17 (the least that reaches YNNPACK with 16 or fewer outputs); 18 to 32 pack.
+const UNPACKED_NARROW_FEATURES: usize = 17;
+
+/// XLA:CPU hands a 2-D convolution to YNNPACK only when its input or its output features (all
+/// groups together) exceed 16 (`IsConvolutionOpSupportedByYnn`: below, "our overhead is
+/// probably too significant"); Eigen's spatial convolution sums the others, one FMA chain per
+/// output, taps outer and features inner, like a one-lane stencil block.
+const YNN_MIN_FEATURES: usize = 17;
+
+/// The fewest output positions for which Eigen's single chain was measured (a single position
+/// differs).
 const ONE_CHAIN_MIN_ROWS: usize = 9;
 
-/// The most terms for which the single chain of narrow outputs (N ≤ 16, fewer than 17 input
-/// features) was measured; its block depth is not known, and no panel's is smaller.
-const ONE_CHAIN_MAX_TERMS: usize = 512;
+/// The deepest contraction Eigen was measured to sum in one chain for fewer than 8 outputs (per
+/// group): depths 36 to 96 are one chain, 99 to 200 are not (with 8 or more outputs, 100 to 256
+/// are still one chain).
+const EIGEN_NARROW_DEPTH: usize = 96;
+
+/// For a grouped convolution YNNPACK's dot has one row per call (batch, positions and groups
+/// are its batch dimensions), so `should_pack_b` leaves the kernel unpacked while the output
+/// has at most this many positions, in a summation not measured.
+const GROUPED_UNPACKED_POSITIONS: usize = 10;
 
 /// How close (relatively) two kernels' modelled costs may be before the choice counts as not
 /// identified: the cost model is fitted, so a near tie may go either way (measured: input
@@ -79,41 +112,27 @@ pub(super) struct Choice {
     pub(super) kc: usize,
 }
 
-/// The summation YNNPACK picks for an output of `batch` images of `rows × cols` positions and
-/// `n` features, with `c` input features and `taps` window positions, or `None` where it is not
-/// identified (module documentation).
-pub(super) fn choice(
-    (batch, rows, cols): (usize, usize, usize),
-    n: usize,
-    c: usize,
-    taps: usize,
-) -> Option<Choice> {
-    if n == 0 || c == 0 || batch * rows * cols == 0 {
-        return None;
+/// YNNPACK's kernel for a product of `n` ≤ 16 outputs and `c` input features per tap: the
+/// narrow panel of `roundup(n, 4)` columns in 4 lanes, except that 2 features take the 32-wide
+/// panel in 2 lanes, and 1 feature the 64-wide panel in one lane once the narrow panel would be
+/// wider than 8 (measured per group of grouped convolutions: 1 to 7 features, 1 to 16 outputs;
+/// an ungrouped convolution reaches YNNPACK with N ≤ 16 only from 17 features).
+fn narrow_choice(n: usize, c: usize) -> Choice {
+    let narrow = n.div_ceil(4) * 4;
+    let (lanes, width) = match c {
+        1 if narrow > 8 => (1, 64),
+        2 => (2, 32),
+        _ => (4, narrow),
+    };
+    Choice {
+        lanes,
+        kc: panel_depth(width, lanes),
     }
-    if n <= 16 {
-        return if c >= 17 {
-            Some(Choice {
-                lanes: 4,
-                kc: panel_depth(n.div_ceil(4) * 4, 4),
-            })
-        } else if c * taps <= ONE_CHAIN_MAX_TERMS && batch * rows * cols >= ONE_CHAIN_MIN_ROWS {
-            Some(Choice {
-                lanes: 1,
-                kc: ONE_CHAIN_MAX_TERMS,
-            })
-        } else {
-            None
-        };
-    }
-    if batch * rows * cols.div_ceil(5) <= UNPACKED_ROW_BLOCKS {
-        // One panel of all the outputs, its block depth set by its width (wider ones are cut
-        // into panels whose depths were not identified).
-        return (n <= 64).then(|| Choice {
-            lanes: 1,
-            kc: panel_depth(n, 1),
-        });
-    }
+}
+
+/// YNNPACK's packed kernel for `n` > 16 outputs and `c` input features per tap, by its cost
+/// model, or `None` for a near tie (module documentation).
+fn packed_choice(n: usize, c: usize) -> Option<Choice> {
     // Each kernel's cost for this product: its panels' cost times the feature loop it runs,
     // `roundup(c, lanes)` features for every `c` (module documentation).
     let cost = |&(lanes, width, cost): &(usize, usize, f64)| {
@@ -135,9 +154,65 @@ pub(super) fn choice(
     })
 }
 
-/// Whether `g` is a convolution this module reproduces (2-D, no base dilation or reversal,
-/// non-negative padding, a window larger than 1×1, no batch groups; feature groups only
-/// where each group's choice is a panel, not the single chain), and YNNPACK's choice for it.
+/// The summation YNNPACK picks for an ungrouped convolution with an output of `batch` images
+/// of `rows × cols` positions and `n` features, from `c` input features, or `None` where it is
+/// not identified (module documentation).
+pub(super) fn choice(
+    (batch, rows, cols): (usize, usize, usize),
+    n: usize,
+    c: usize,
+) -> Option<Choice> {
+    if n == 0 || c == 0 || batch * rows * cols == 0 {
+        return None;
+    }
+    let few_rows = batch * rows * cols.div_ceil(5) <= UNPACKED_ROW_BLOCKS;
+    if n <= 16 {
+        // `should_pack_b` packs a small output's kernel only where the unpacked kernel costs
+        // more than twice the packed one: not so for 9 to 16 outputs from 17 features.
+        if few_rows && n > 8 && c == UNPACKED_NARROW_FEATURES {
+            return Some(Choice {
+                lanes: 1,
+                kc: panel_depth(n, 1),
+            });
+        }
+        return Some(narrow_choice(n, c));
+    }
+    if few_rows {
+        // One panel of all the outputs, its block depth set by its width (wider ones are cut
+        // into panels whose depths were not identified).
+        return (n <= 64).then(|| Choice {
+            lanes: 1,
+            kc: panel_depth(n, 1),
+        });
+    }
+    packed_choice(n, c)
+}
+
+/// The summation YNNPACK picks for each group of a grouped convolution with `positions`
+/// output positions (batch included), `n` outputs and `c` input features per group.
+pub(super) fn grouped_choice(positions: usize, n: usize, c: usize) -> Option<Choice> {
+    if n == 0 || c == 0 || positions <= GROUPED_UNPACKED_POSITIONS {
+        return None;
+    }
+    if n <= 16 {
+        Some(narrow_choice(n, c))
+    } else {
+        packed_choice(n, c)
+    }
+}
+
+/// Whether XLA:CPU hands the 2-D convolution `g` to YNNPACK: more than 16 input or output
+/// features, and (`IsConvolutionOpSupportedByYnn`) no output or window dimension larger than
+/// the input's.
+pub(super) fn in_ynn(g: &Geom, feature_groups: usize) -> bool {
+    let fits = (0..2).all(|d| g.out_sp[d] <= g.in_sp[d] && g.win[d].size as usize <= g.in_sp[d]);
+    (g.cin_g * feature_groups).max(g.out_feat) >= YNN_MIN_FEATURES && fits
+}
+
+/// Whether `g` is a 2-D convolution this module reproduces (no base dilation or reversal,
+/// non-negative padding, a window larger than 1×1, no batch groups), and how it is summed:
+/// YNNPACK's choice, or for one that stays outside YNNPACK, Eigen's single chain while the
+/// depth fits one of its blocks (with at least 2 outputs per group).
 pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<Choice> {
     if batch_groups != 1 || feature_groups < 1 || g.win.len() != 2 {
         return None;
@@ -146,14 +221,38 @@ pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Optio
         .win
         .iter()
         .all(|w| w.base_dilation == 1 && !w.reversal && w.pad_lo >= 0 && w.pad_hi >= 0);
-    if !plain || g.win.iter().all(|w| w.size == 1) {
+    if !plain {
         return None;
     }
+    let groups = feature_groups as usize;
     let taps: usize = g.win.iter().map(|w| w.size as usize).product();
-    let out = (g.out_batch, g.out_sp[0], g.out_sp[1]);
-    let ch = choice(out, g.out_per_fg, g.cin_g, taps)?;
-    let one_chain = ch.lanes == 1 && g.out_per_fg <= 16;
-    (feature_groups == 1 || !one_chain).then_some(ch)
+    let positions = g.out_batch * g.out_sp[0] * g.out_sp[1];
+    let (n, c) = (g.out_per_fg, g.cin_g);
+    if !in_ynn(g, groups) {
+        // An unpadded 1×1 window becomes a plain `dot`, which sums 2 or 3 terms otherwise.
+        let dot = g
+            .win
+            .iter()
+            .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
+        let depth = if n >= 8 {
+            SINGLE_BLOCK_DEPTH
+        } else {
+            EIGEN_NARROW_DEPTH
+        };
+        let eigen = c * taps <= depth
+            && positions >= ONE_CHAIN_MIN_ROWS
+            && n >= 2
+            && !(dot && (c == 2 || c == 3));
+        return eigen.then_some(Choice {
+            lanes: 1,
+            kc: SINGLE_BLOCK_DEPTH,
+        });
+    }
+    if groups == 1 {
+        choice((g.out_batch, g.out_sp[0], g.out_sp[1]), n, c)
+    } else {
+        grouped_choice(positions, n, c)
+    }
 }
 
 /// The output in canonical (batch, feature, spatial...) order, from the operands as f32 in
@@ -297,36 +396,81 @@ mod tests {
     #[test]
     fn choices_follow_the_measured_kernels() {
         let big = (1, 10, 10);
-        // N ≤ 16: 4 lanes from 17 input features, one chain below.
-        assert_eq!(choice(big, 12, 17, 9), Some(Choice { lanes: 4, kc: 2728 }));
-        assert_eq!(choice(big, 12, 16, 9), Some(Choice { lanes: 1, kc: 512 }));
-        assert_eq!(choice(big, 8, 16, 64), None);
-        assert_eq!(choice((1, 1, 1), 8, 16, 9), None);
+        // N ≤ 16 reaches YNNPACK ungrouped only from 17 input features: 4 lanes.
+        assert_eq!(choice(big, 12, 17), Some(Choice { lanes: 4, kc: 2728 }));
         // Features 3: 8-wide panels still (4 of 3 features' loop: 40 against 42 for 32 wide).
-        assert_eq!(choice(big, 24, 3, 9), Some(Choice { lanes: 4, kc: 4096 }));
+        assert_eq!(choice(big, 24, 3), Some(Choice { lanes: 4, kc: 4096 }));
         // A near tie of the model: declined.
-        assert_eq!(choice(big, 100, 18, 9), None);
+        assert_eq!(choice(big, 100, 18), None);
         // N = 20: three 8-wide panels need a multiple of 4 features, else 32 wide, 2 lanes.
-        assert_eq!(choice(big, 20, 12, 9), Some(Choice { lanes: 4, kc: 4096 }));
-        assert_eq!(choice(big, 20, 33, 9), Some(Choice { lanes: 2, kc: 1024 }));
+        assert_eq!(choice(big, 20, 12), Some(Choice { lanes: 4, kc: 4096 }));
+        assert_eq!(choice(big, 20, 33), Some(Choice { lanes: 2, kc: 1024 }));
         // N = 48: 16 wide needs a multiple of 4 or 17+ features, else 64 wide, one lane.
-        assert_eq!(choice(big, 48, 17, 9), Some(Choice { lanes: 4, kc: 2048 }));
-        assert_eq!(choice(big, 48, 9, 9), Some(Choice { lanes: 1, kc: 512 }));
-        assert_eq!(choice(big, 64, 64, 9), Some(Choice { lanes: 1, kc: 512 }));
+        assert_eq!(choice(big, 48, 17), Some(Choice { lanes: 4, kc: 2048 }));
+        assert_eq!(choice(big, 48, 9), Some(Choice { lanes: 1, kc: 512 }));
+        assert_eq!(choice(big, 64, 64), Some(Choice { lanes: 1, kc: 512 }));
         // Few row blocks: unpacked, one lane, the block depth of a panel as wide as N.
         assert_eq!(
-            choice((1, 6, 6), 32, 64, 9),
+            choice((1, 6, 6), 32, 64),
             Some(Choice { lanes: 2, kc: 1024 })
         );
         assert_eq!(
-            choice((1, 5, 7), 32, 64, 9),
+            choice((1, 5, 7), 32, 64),
             Some(Choice { lanes: 1, kc: 1024 })
         );
         assert_eq!(
-            choice((2, 5, 5), 20, 256, 9),
+            choice((2, 5, 5), 20, 256),
             Some(Choice { lanes: 1, kc: 1638 })
         );
-        assert_eq!(choice((1, 5, 5), 100, 64, 9), None);
+        assert_eq!(choice((1, 5, 5), 100, 64), None);
+        // A small output of 9 to 16 features from 17 stays unpacked; from 18 it packs.
+        assert_eq!(
+            choice((1, 5, 7), 16, 17),
+            Some(Choice { lanes: 1, kc: 2048 })
+        );
+        assert_eq!(
+            choice((1, 5, 7), 8, 17),
+            Some(Choice { lanes: 4, kc: 4096 })
+        );
+        assert_eq!(
+            choice((1, 5, 7), 16, 18),
+            Some(Choice { lanes: 4, kc: 2048 })
+        );
+    }
+
+    /// Per group of a grouped convolution (measured with 2 to 20 groups, 64 to 324 positions).
+    #[test]
+    fn narrow_groups_follow_the_measured_kernels() {
+        let four = |n: usize| {
+            Some(Choice {
+                lanes: 4,
+                kc: panel_depth(n.div_ceil(4) * 4, 4),
+            })
+        };
+        for n in 1..=16 {
+            // 3 or more features: the narrow panel; 2 features: 32 wide in 2 lanes.
+            for c in [3, 5, 8, 16] {
+                assert_eq!(grouped_choice(64, n, c), four(n), "n {n} c {c}");
+            }
+            assert_eq!(
+                grouped_choice(64, n, 2),
+                Some(Choice { lanes: 2, kc: 1024 })
+            );
+            // 1 feature: the narrow panel up to 8 outputs, then 64 wide in one lane.
+            let one = if n <= 8 {
+                four(n)
+            } else {
+                Some(Choice { lanes: 1, kc: 512 })
+            };
+            assert_eq!(grouped_choice(64, n, 1), one, "n {n}");
+        }
+        // Wider groups: the packed panels as for an ungrouped product.
+        assert_eq!(
+            grouped_choice(64, 20, 33),
+            Some(Choice { lanes: 2, kc: 1024 })
+        );
+        // 10 or fewer positions leave the kernel unpacked: not measured.
+        assert_eq!(grouped_choice(10, 8, 4), None);
     }
 
     #[test]
