@@ -46,16 +46,16 @@
 //! does not pack the kernel and sums as for a small matrix product with a row-major rhs: one
 //! chain, the block depth of a panel as wide as all the outputs (measured for up to 64
 //! outputs; with more, the panels' depths were not identified and hlosim declines). With 16 or
-//! fewer outputs the kernel is packed (the narrow panel) except for 9 to 16 outputs from
-//! [`UNPACKED_NARROW_FEATURES`] features, where the unpacked kernel costs less than twice the
-//! packed one (`should_pack_b`).
+//! fewer outputs `should_pack_b` still packs the narrow panel where the unpacked kernel would
+//! cost more than twice as much: [`narrow_packs`].
 //!
 //! Feature groups: YNNPACK splits the kernel per group (`[g, kh, kw, ci/g, co/g]`) and runs one
 //! dot whose batch dimensions are the groups, images and positions, so each group is its own
 //! product of `features / groups` input and `outputs / groups` output features, with one row
-//! per call; it is left unpacked when the output has [`GROUPED_UNPACKED_POSITIONS`] positions
-//! or fewer (not measured: declined). One feature per group and few outputs (depthwise) is the
-//! narrow panel with no full lane group: each output's rounded products added in tap order.
+//! per call, so the small-output rule above counts positions, not row blocks: at most
+//! [`UNPACKED_ROW_BLOCKS`] positions is a small output. One feature per group and few outputs
+//! (depthwise) is the narrow panel with no full lane group: each output's rounded products
+//! added in tap order.
 //!
 //! Also measured and included: f16 operands (XLA:CPU converts them to f32 first; the f32 sum is
 //! rounded once) and window dilation (the stencil's taps are further apart, the order is the
@@ -75,10 +75,12 @@ use rayon::prelude::*;
 /// packed, 1×5×9 and 2×5×5 (10 blocks) are not.
 const UNPACKED_ROW_BLOCKS: usize = 10;
 
-/// The input features with which an output of [`UNPACKED_ROW_BLOCKS`] or fewer row blocks and 9
-/// to 16 features stays unpacked (one chain) instead of taking the narrow panel: measured for
-/// 17 (the least that reaches YNNPACK with 16 or fewer outputs); 18 to 32 pack.
-const UNPACKED_NARROW_FEATURES: usize = 17;
+/// [`narrow_packs`]: for a narrow panel 4, 8, 12 and 16 wide, the input features per lane group
+/// (`c / ceil(c / 4)`) above which a small output's kernel is packed. Measured on small outputs
+/// (grouped and not): 8 wide packs from 3 and 4 (features 3, 6, 8, 9, 13, 16), not at 2.5 or
+/// below (1, 2, 5); 12 and 16 wide pack from 3.5 (14, 16, 18 to 41), not at 3.4 or below (1 to
+/// 13, 17); no feature count falls between those bounds; 4 wide packs even 1 feature.
+const NARROW_PACK_ABOVE: [f64; 4] = [0.5, 2.75, 3.45, 3.45];
 
 /// XLA:CPU hands a 2-D convolution to YNNPACK only when its input or its output features (all
 /// groups together) exceed 16 (`IsConvolutionOpSupportedByYnn`: below, "our overhead is
@@ -94,11 +96,6 @@ const ONE_CHAIN_MIN_ROWS: usize = 9;
 /// group): depths 36 to 96 are one chain, 99 to 200 are not (with 8 or more outputs, 100 to 256
 /// are still one chain).
 const EIGEN_NARROW_DEPTH: usize = 96;
-
-/// For a grouped convolution YNNPACK's dot has one row per call (batch, positions and groups
-/// are its batch dimensions), so `should_pack_b` leaves the kernel unpacked while the output
-/// has at most this many positions, in a summation not measured.
-const GROUPED_UNPACKED_POSITIONS: usize = 10;
 
 /// How close (relatively) two kernels' modelled costs may be before the choice counts as not
 /// identified: the cost model is fitted, so a near tie may go either way (measured: input
@@ -130,6 +127,14 @@ fn narrow_choice(n: usize, c: usize) -> Choice {
     }
 }
 
+/// Whether `should_pack_b` packs a small output's narrow panel (`n` ≤ 16 outputs, `c` input
+/// features per tap): it packs where the unpacked one-lane kernel would cost more than twice
+/// the packed one, which grows with the features per lane group and shrinks with the width.
+fn narrow_packs(n: usize, c: usize) -> bool {
+    let per_group = c as f64 / c.div_ceil(4) as f64;
+    per_group > NARROW_PACK_ABOVE[n.div_ceil(4).clamp(1, 4) - 1]
+}
+
 /// YNNPACK's packed kernel for `n` > 16 outputs and `c` input features per tap, by its cost
 /// model, or `None` for a near tie (module documentation).
 fn packed_choice(n: usize, c: usize) -> Option<Choice> {
@@ -154,30 +159,17 @@ fn packed_choice(n: usize, c: usize) -> Option<Choice> {
     })
 }
 
-/// The summation YNNPACK picks for an ungrouped convolution with an output of `batch` images
-/// of `rows × cols` positions and `n` features, from `c` input features, or `None` where it is
-/// not identified (module documentation).
-pub(super) fn choice(
-    (batch, rows, cols): (usize, usize, usize),
-    n: usize,
-    c: usize,
-) -> Option<Choice> {
-    if n == 0 || c == 0 || batch * rows * cols == 0 {
+/// The summation YNNPACK picks for a product of `n` outputs from `c` input features per tap
+/// (per group), where `small` says the output is small enough for `should_pack_b` to consider
+/// leaving the kernel unpacked, or `None` where it is not identified (module documentation).
+pub(super) fn choice(small: bool, n: usize, c: usize) -> Option<Choice> {
+    if n == 0 || c == 0 {
         return None;
     }
-    let few_rows = batch * rows * cols.div_ceil(5) <= UNPACKED_ROW_BLOCKS;
-    if n <= 16 {
-        // `should_pack_b` packs a small output's kernel only where the unpacked kernel costs
-        // more than twice the packed one: not so for 9 to 16 outputs from 17 features.
-        if few_rows && n > 8 && c == UNPACKED_NARROW_FEATURES {
-            return Some(Choice {
-                lanes: 1,
-                kc: panel_depth(n, 1),
-            });
-        }
+    if n <= 16 && (!small || narrow_packs(n, c)) {
         return Some(narrow_choice(n, c));
     }
-    if few_rows {
+    if small {
         // One panel of all the outputs, its block depth set by its width (wider ones are cut
         // into panels whose depths were not identified).
         return (n <= 64).then(|| Choice {
@@ -186,19 +178,6 @@ pub(super) fn choice(
         });
     }
     packed_choice(n, c)
-}
-
-/// The summation YNNPACK picks for each group of a grouped convolution with `positions`
-/// output positions (batch included), `n` outputs and `c` input features per group.
-pub(super) fn grouped_choice(positions: usize, n: usize, c: usize) -> Option<Choice> {
-    if n == 0 || c == 0 || positions <= GROUPED_UNPACKED_POSITIONS {
-        return None;
-    }
-    if n <= 16 {
-        Some(narrow_choice(n, c))
-    } else {
-        packed_choice(n, c)
-    }
 }
 
 /// Whether XLA:CPU hands the 2-D convolution `g` to YNNPACK: more than 16 input or output
@@ -248,11 +227,13 @@ pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Optio
             kc: SINGLE_BLOCK_DEPTH,
         });
     }
-    if groups == 1 {
-        choice((g.out_batch, g.out_sp[0], g.out_sp[1]), n, c)
+    // A grouped dot has one row per call (module documentation): it counts positions.
+    let blocks = if groups == 1 {
+        g.out_batch * g.out_sp[0] * g.out_sp[1].div_ceil(5)
     } else {
-        grouped_choice(positions, n, c)
-    }
+        positions
+    };
+    choice(blocks <= UNPACKED_ROW_BLOCKS, n, c)
 }
 
 /// The output in canonical (batch, feature, spatial...) order, from the operands as f32 in
@@ -395,47 +376,52 @@ mod tests {
     /// Choices read off the oracle (module documentation): lanes and block depth per shape.
     #[test]
     fn choices_follow_the_measured_kernels() {
-        let big = (1, 10, 10);
         // N ≤ 16 reaches YNNPACK ungrouped only from 17 input features: 4 lanes.
-        assert_eq!(choice(big, 12, 17), Some(Choice { lanes: 4, kc: 2728 }));
+        assert_eq!(choice(false, 12, 17), Some(Choice { lanes: 4, kc: 2728 }));
         // Features 3: 8-wide panels still (4 of 3 features' loop: 40 against 42 for 32 wide).
-        assert_eq!(choice(big, 24, 3), Some(Choice { lanes: 4, kc: 4096 }));
+        assert_eq!(choice(false, 24, 3), Some(Choice { lanes: 4, kc: 4096 }));
         // A near tie of the model: declined.
-        assert_eq!(choice(big, 100, 18), None);
+        assert_eq!(choice(false, 100, 18), None);
         // N = 20: three 8-wide panels need a multiple of 4 features, else 32 wide, 2 lanes.
-        assert_eq!(choice(big, 20, 12), Some(Choice { lanes: 4, kc: 4096 }));
-        assert_eq!(choice(big, 20, 33), Some(Choice { lanes: 2, kc: 1024 }));
+        assert_eq!(choice(false, 20, 12), Some(Choice { lanes: 4, kc: 4096 }));
+        assert_eq!(choice(false, 20, 33), Some(Choice { lanes: 2, kc: 1024 }));
         // N = 48: 16 wide needs a multiple of 4 or 17+ features, else 64 wide, one lane.
-        assert_eq!(choice(big, 48, 17), Some(Choice { lanes: 4, kc: 2048 }));
-        assert_eq!(choice(big, 48, 9), Some(Choice { lanes: 1, kc: 512 }));
-        assert_eq!(choice(big, 64, 64), Some(Choice { lanes: 1, kc: 512 }));
-        // Few row blocks: unpacked, one lane, the block depth of a panel as wide as N.
-        assert_eq!(
-            choice((1, 6, 6), 32, 64),
-            Some(Choice { lanes: 2, kc: 1024 })
-        );
-        assert_eq!(
-            choice((1, 5, 7), 32, 64),
-            Some(Choice { lanes: 1, kc: 1024 })
-        );
-        assert_eq!(
-            choice((2, 5, 5), 20, 256),
-            Some(Choice { lanes: 1, kc: 1638 })
-        );
-        assert_eq!(choice((1, 5, 5), 100, 64), None);
-        // A small output of 9 to 16 features from 17 stays unpacked; from 18 it packs.
-        assert_eq!(
-            choice((1, 5, 7), 16, 17),
-            Some(Choice { lanes: 1, kc: 2048 })
-        );
-        assert_eq!(
-            choice((1, 5, 7), 8, 17),
-            Some(Choice { lanes: 4, kc: 4096 })
-        );
-        assert_eq!(
-            choice((1, 5, 7), 16, 18),
-            Some(Choice { lanes: 4, kc: 2048 })
-        );
+        assert_eq!(choice(false, 48, 17), Some(Choice { lanes: 4, kc: 2048 }));
+        assert_eq!(choice(false, 48, 9), Some(Choice { lanes: 1, kc: 512 }));
+        assert_eq!(choice(false, 64, 64), Some(Choice { lanes: 1, kc: 512 }));
+        // Small outputs: unpacked, one lane, the block depth of a panel as wide as N.
+        assert_eq!(choice(true, 32, 64), Some(Choice { lanes: 1, kc: 1024 }));
+        assert_eq!(choice(true, 20, 256), Some(Choice { lanes: 1, kc: 1638 }));
+        assert_eq!(choice(true, 100, 64), None);
+        // ... but a narrow panel packs where the unpacked kernel would cost twice as much: 9
+        // to 16 outputs from 17 features stay unpacked, from 18 or 21 they pack.
+        assert_eq!(choice(true, 16, 17), Some(Choice { lanes: 1, kc: 2048 }));
+        assert_eq!(choice(true, 12, 21), Some(Choice { lanes: 4, kc: 2728 }));
+        assert_eq!(choice(true, 8, 17), Some(Choice { lanes: 4, kc: 4096 }));
+        assert_eq!(choice(true, 16, 18), Some(Choice { lanes: 4, kc: 2048 }));
+    }
+
+    /// Small outputs of grouped convolutions (9 positions, 2 to 18 groups), per group.
+    #[test]
+    fn small_narrow_outputs_pack_by_features_per_lane_group() {
+        let packs = [
+            (1, 4, true),
+            (1, 8, false),
+            (3, 8, true),
+            (3, 12, false),
+            (5, 4, true),
+            (5, 8, false),
+            (8, 16, true),
+            (9, 8, true),
+            (9, 12, false),
+            (13, 8, true),
+            (13, 12, false),
+            (16, 12, true),
+            (2, 8, false),
+        ];
+        for (c, n, packed) in packs {
+            assert_eq!(narrow_packs(n, c), packed, "c {c} n {n}");
+        }
     }
 
     /// Per group of a grouped convolution (measured with 2 to 20 groups, 64 to 324 positions).
@@ -450,27 +436,17 @@ mod tests {
         for n in 1..=16 {
             // 3 or more features: the narrow panel; 2 features: 32 wide in 2 lanes.
             for c in [3, 5, 8, 16] {
-                assert_eq!(grouped_choice(64, n, c), four(n), "n {n} c {c}");
+                assert_eq!(choice(false, n, c), four(n), "n {n} c {c}");
             }
-            assert_eq!(
-                grouped_choice(64, n, 2),
-                Some(Choice { lanes: 2, kc: 1024 })
-            );
+            assert_eq!(choice(false, n, 2), Some(Choice { lanes: 2, kc: 1024 }));
             // 1 feature: the narrow panel up to 8 outputs, then 64 wide in one lane.
             let one = if n <= 8 {
                 four(n)
             } else {
                 Some(Choice { lanes: 1, kc: 512 })
             };
-            assert_eq!(grouped_choice(64, n, 1), one, "n {n}");
+            assert_eq!(choice(false, n, 1), one, "n {n}");
         }
-        // Wider groups: the packed panels as for an ungrouped product.
-        assert_eq!(
-            grouped_choice(64, 20, 33),
-            Some(Choice { lanes: 2, kc: 1024 })
-        );
-        // 10 or fewer positions leave the kernel unpacked: not measured.
-        assert_eq!(grouped_choice(10, 8, 4), None);
     }
 
     #[test]
