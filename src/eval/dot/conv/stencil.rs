@@ -44,9 +44,9 @@
 //!
 //! Small outputs: while the output has at most [`UNPACKED_ROW_BLOCKS`] row blocks, YNNPACK
 //! does not pack the kernel and sums as for a small matrix product with a row-major rhs: one
-//! chain, the block depth of a panel as wide as all the outputs (measured for up to 64
-//! outputs; with more, the panels' depths were not identified and hlosim declines). With 16 or
-//! fewer outputs `should_pack_b` still packs the narrow panel where the unpacked kernel would
+//! chain per output, the outputs cut into panels by YNNPACK's task sizing ([`unpacked_split`]),
+//! each panel summed in blocks as deep as a panel of its width (measured up to 500 outputs and
+//! 400 features, grouped or not). With 16 or fewer outputs `should_pack_b` still packs the narrow panel where the unpacked kernel would
 //! cost more than twice as much: [`narrow_packs`].
 //!
 //! Feature groups: YNNPACK splits the kernel per group (`[g, kh, kw, ci/g, co/g]`) and runs one
@@ -102,11 +102,47 @@ const EIGEN_NARROW_DEPTH: usize = 96;
 /// features 18, outputs 100 is 124.4 against 124 and goes to the dearer one).
 const AMBIGUOUS_COST: f64 = 0.015;
 
-/// How YNNPACK sums one convolution: `lanes` chains, blocks of `kc` terms over all taps.
+/// How XLA:CPU sums one convolution's outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Choice {
-    pub(super) lanes: usize,
-    pub(super) kc: usize,
+pub(super) enum Choice {
+    /// A packed panel (or Eigen's single chain): `lanes` chains, blocks of `kc` terms over
+    /// all taps.
+    Chains { lanes: usize, kc: usize },
+    /// YNNPACK's kernel left unpacked: one chain, the outputs cut into panels `split` wide
+    /// (the last one the rest), each summed in blocks as deep as a panel of its own width.
+    Unpacked { split: usize },
+}
+
+/// YNNPACK's split of the outputs for an unpacked kernel (`choose_split_factors` in
+/// `ynnpack/subgraph/dot.cc`): starting from 64 outputs by 16 rows, a task grows (outputs
+/// first while it is 4 times taller than wide or has all the rows) until it covers
+/// `min(rows, 64) × min(outputs, 64)` and then until `(rows + outputs) × min(depth, 1024)`
+/// reaches 65536 or it covers 256 × 256. `rows` is a call's output rows (the innermost output
+/// dimension; 1 for grouped convolutions), `depth` the contraction's terms over all taps.
+/// Measured: a 5×7 output of 100 features is one panel from 64 input features (depth 576)
+/// and panels of 64 and 36 from 256 (depth 2304).
+fn unpacked_split(rows: usize, n: usize, depth: usize) -> usize {
+    const MAX_AREA: usize = 256 * 256;
+    const MAX_COST: usize = 1024 * 64;
+    const ASPECT: usize = 4;
+    let k = depth.min(1024);
+    let min_area = rows.min(64) * n.min(64);
+    let (mut split_n, mut split_m) = (n.min(64), rows.min(16));
+    loop {
+        if split_n * split_m >= min_area
+            && ((split_m + split_n) * k >= MAX_COST || split_m * split_n >= MAX_AREA)
+        {
+            break;
+        }
+        if (ASPECT * split_n <= split_m || split_m >= rows) && split_n < n {
+            split_n *= 2;
+        } else if (split_m <= ASPECT * split_n || split_n >= n) && split_m < rows {
+            split_m *= 2;
+        } else {
+            break;
+        }
+    }
+    split_n
 }
 
 /// YNNPACK's kernel for a product of `n` ≤ 16 outputs and `c` input features per tap: the
@@ -121,7 +157,7 @@ fn narrow_choice(n: usize, c: usize) -> Choice {
         2 => (2, 32),
         _ => (4, narrow),
     };
-    Choice {
+    Choice::Chains {
         lanes,
         kc: panel_depth(width, lanes),
     }
@@ -153,31 +189,28 @@ fn packed_choice(n: usize, c: usize) -> Option<Choice> {
     {
         return None;
     }
-    Some(Choice {
+    Some(Choice::Chains {
         lanes,
         kc: panel_depth(width, lanes),
     })
 }
 
 /// The summation YNNPACK picks for a product of `n` outputs from `c` input features per tap
-/// (per group), where `small` says the output is small enough for `should_pack_b` to consider
-/// leaving the kernel unpacked, or `None` where it is not identified (module documentation).
-pub(super) fn choice(small: bool, n: usize, c: usize) -> Option<Choice> {
+/// (per group) and `depth` terms over all taps. `small` is `Some(rows)` (a call's output rows)
+/// where the output is small enough for `should_pack_b` to consider leaving the kernel
+/// unpacked. `None` where the choice is not identified (module documentation).
+pub(super) fn choice(small: Option<usize>, n: usize, c: usize, depth: usize) -> Option<Choice> {
     if n == 0 || c == 0 {
         return None;
     }
-    if n <= 16 && (!small || narrow_packs(n, c)) {
-        return Some(narrow_choice(n, c));
+    match small {
+        Some(_) if n <= 16 && narrow_packs(n, c) => Some(narrow_choice(n, c)),
+        Some(rows) => Some(Choice::Unpacked {
+            split: unpacked_split(rows, n, depth),
+        }),
+        None if n <= 16 => Some(narrow_choice(n, c)),
+        None => packed_choice(n, c),
     }
-    if small {
-        // One panel of all the outputs, its block depth set by its width (wider ones are cut
-        // into panels whose depths were not identified).
-        return (n <= 64).then(|| Choice {
-            lanes: 1,
-            kc: panel_depth(n, 1),
-        });
-    }
-    packed_choice(n, c)
 }
 
 /// Whether XLA:CPU hands the 2-D convolution `g` to YNNPACK: more than 16 input or output
@@ -222,18 +255,22 @@ pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Optio
             && positions >= ONE_CHAIN_MIN_ROWS
             && n >= 2
             && !(dot && (c == 2 || c == 3));
-        return eigen.then_some(Choice {
+        return eigen.then_some(Choice::Chains {
             lanes: 1,
             kc: SINGLE_BLOCK_DEPTH,
         });
     }
     // A grouped dot has one row per call (module documentation): it counts positions.
-    let blocks = if groups == 1 {
-        g.out_batch * g.out_sp[0] * g.out_sp[1].div_ceil(5)
+    let (blocks, rows) = if groups == 1 {
+        (
+            g.out_batch * g.out_sp[0] * g.out_sp[1].div_ceil(5),
+            g.out_sp[1],
+        )
     } else {
-        positions
+        (positions, 1)
     };
-    choice(blocks <= UNPACKED_ROW_BLOCKS, n, c)
+    let small = (blocks <= UNPACKED_ROW_BLOCKS).then_some(rows);
+    choice(small, n, c, c * taps)
 }
 
 /// The output in canonical (batch, feature, spatial...) order, from the operands as f32 in
@@ -263,12 +300,32 @@ pub(super) fn product(input: &[f32], kernel: &[f32], g: &Geom, ch: Choice) -> Ve
             w
         })
         .collect();
-    let lanes = ch.lanes.max(1);
-    let per_block = ch.kc / taps;
-    let block = if per_block >= c {
-        c
-    } else {
-        (per_block / lanes * lanes).max(lanes)
+    // The output panels, each with its lanes and block depth (features per block).
+    let block = |lanes: usize, kc: usize| {
+        let per_block = kc / taps;
+        if per_block >= c {
+            c
+        } else {
+            (per_block / lanes * lanes).max(lanes)
+        }
+    };
+    let panels: Vec<Panel> = match ch {
+        Choice::Chains { lanes, kc } => vec![Panel {
+            outputs: 0..n,
+            lanes: lanes.max(1),
+            block: block(lanes.max(1), kc),
+        }],
+        Choice::Unpacked { split } => (0..n)
+            .step_by(split.max(1))
+            .map(|lo| {
+                let hi = (lo + split.max(1)).min(n);
+                Panel {
+                    outputs: lo..hi,
+                    lanes: 1,
+                    block: block(1, panel_depth(hi - lo, 1)),
+                }
+            })
+            .collect(),
     };
     let mut out = vec![0f32; m * total];
     out.par_chunks_mut(n.max(1))
@@ -304,41 +361,9 @@ pub(super) fn product(input: &[f32], kernel: &[f32], g: &Geom, ch: Choice) -> Ve
                     }
                 }
             }
-            let mut acc = vec![vec![0f32; n]; lanes];
-            let mut tail = vec![0f32; n];
-            let mut lo = 0;
-            while lo < c {
-                let hi = (lo + block).min(c);
-                let main = lo + (hi - lo) / lanes * lanes;
-                acc.iter_mut().for_each(|a| a.fill(0.0));
-                for t in 0..taps {
-                    for ci in lo..main {
-                        let x = patch[t * c + ci];
-                        fma_row(&mut acc[(ci - lo) % lanes], x, &w[(t * c + ci) * n..][..n]);
-                    }
-                }
-                let sum = combine(&mut acc);
-                if main < hi {
-                    for t in 0..taps {
-                        // This tap's last features: rounded products summed, then added.
-                        tail.copy_from_slice(&w[(t * c + main) * n..][..n]);
-                        let x = patch[t * c + main];
-                        tail.iter_mut().for_each(|v| *v *= x);
-                        for ci in main + 1..hi {
-                            let x = patch[t * c + ci];
-                            for (v, &y) in tail.iter_mut().zip(&w[(t * c + ci) * n..][..n]) {
-                                *v += x * y;
-                            }
-                        }
-                        sum.iter_mut().zip(tail.iter()).for_each(|(s, &v)| *s += v);
-                    }
-                }
-                if lo == 0 {
-                    dst.copy_from_slice(sum);
-                } else {
-                    dst.iter_mut().zip(sum.iter()).for_each(|(d, &s)| *d += s);
-                }
-                lo = hi;
+            for panel in &panels {
+                let dst = &mut dst[panel.outputs.clone()];
+                sum_panel(&patch, w, (taps, c, n), panel, dst);
             }
         });
     // [M = (b, position), outputs] to (b, o, position).
@@ -349,6 +374,63 @@ pub(super) fn product(input: &[f32], kernel: &[f32], g: &Geom, ch: Choice) -> Ve
         }
     }
     canon
+}
+
+/// Outputs summed together: their lanes and block length in input features.
+struct Panel {
+    outputs: std::ops::Range<usize>,
+    lanes: usize,
+    block: usize,
+}
+
+/// One row's outputs of `panel` into `dst`, from the row's `patch` ([tap][feature]) and the
+/// group's weights `w` ([tap][feature][output], `n` outputs), in the order of the module
+/// documentation.
+fn sum_panel(
+    patch: &[f32],
+    w: &[f32],
+    (taps, c, n): (usize, usize, usize),
+    panel: &Panel,
+    dst: &mut [f32],
+) {
+    let (lanes, block, o) = (panel.lanes, panel.block, panel.outputs.clone());
+    let width = o.len();
+    let row = |t: usize, ci: usize| &w[(t * c + ci) * n..][o.clone()];
+    let mut acc = vec![vec![0f32; width]; lanes];
+    let mut tail = vec![0f32; width];
+    let mut lo = 0;
+    while lo < c {
+        let hi = (lo + block).min(c);
+        let main = lo + (hi - lo) / lanes * lanes;
+        acc.iter_mut().for_each(|a| a.fill(0.0));
+        for t in 0..taps {
+            for ci in lo..main {
+                fma_row(&mut acc[(ci - lo) % lanes], patch[t * c + ci], row(t, ci));
+            }
+        }
+        let sum = combine(&mut acc);
+        if main < hi {
+            for t in 0..taps {
+                // This tap's last features: rounded products summed, then added.
+                tail.copy_from_slice(row(t, main));
+                let x = patch[t * c + main];
+                tail.iter_mut().for_each(|v| *v *= x);
+                for ci in main + 1..hi {
+                    let x = patch[t * c + ci];
+                    for (v, &y) in tail.iter_mut().zip(row(t, ci)) {
+                        *v += x * y;
+                    }
+                }
+                sum.iter_mut().zip(tail.iter()).for_each(|(s, &v)| *s += v);
+            }
+        }
+        if lo == 0 {
+            dst.copy_from_slice(sum);
+        } else {
+            dst.iter_mut().zip(sum.iter()).for_each(|(d, &s)| *d += s);
+        }
+        lo = hi;
+    }
 }
 
 /// The lanes added in adjacent pairs (`S0 + S1`, `(S0 + S1) + (S2 + S3)`), into the first.
@@ -376,29 +458,34 @@ mod tests {
     /// Choices read off the oracle (module documentation): lanes and block depth per shape.
     #[test]
     fn choices_follow_the_measured_kernels() {
+        let chains = |lanes, kc| Some(Choice::Chains { lanes, kc });
+        let big = |n, c| choice(None, n, c, 9 * c);
         // N ≤ 16 reaches YNNPACK ungrouped only from 17 input features: 4 lanes.
-        assert_eq!(choice(false, 12, 17), Some(Choice { lanes: 4, kc: 2728 }));
+        assert_eq!(big(12, 17), chains(4, 2728));
         // Features 3: 8-wide panels still (4 of 3 features' loop: 40 against 42 for 32 wide).
-        assert_eq!(choice(false, 24, 3), Some(Choice { lanes: 4, kc: 4096 }));
+        assert_eq!(big(24, 3), chains(4, 4096));
         // A near tie of the model: declined.
-        assert_eq!(choice(false, 100, 18), None);
+        assert_eq!(big(100, 18), None);
         // N = 20: three 8-wide panels need a multiple of 4 features, else 32 wide, 2 lanes.
-        assert_eq!(choice(false, 20, 12), Some(Choice { lanes: 4, kc: 4096 }));
-        assert_eq!(choice(false, 20, 33), Some(Choice { lanes: 2, kc: 1024 }));
+        assert_eq!(big(20, 12), chains(4, 4096));
+        assert_eq!(big(20, 33), chains(2, 1024));
         // N = 48: 16 wide needs a multiple of 4 or 17+ features, else 64 wide, one lane.
-        assert_eq!(choice(false, 48, 17), Some(Choice { lanes: 4, kc: 2048 }));
-        assert_eq!(choice(false, 48, 9), Some(Choice { lanes: 1, kc: 512 }));
-        assert_eq!(choice(false, 64, 64), Some(Choice { lanes: 1, kc: 512 }));
-        // Small outputs: unpacked, one lane, the block depth of a panel as wide as N.
-        assert_eq!(choice(true, 32, 64), Some(Choice { lanes: 1, kc: 1024 }));
-        assert_eq!(choice(true, 20, 256), Some(Choice { lanes: 1, kc: 1638 }));
-        assert_eq!(choice(true, 100, 64), None);
-        // ... but a narrow panel packs where the unpacked kernel would cost twice as much: 9
-        // to 16 outputs from 17 features stay unpacked, from 18 or 21 they pack.
-        assert_eq!(choice(true, 16, 17), Some(Choice { lanes: 1, kc: 2048 }));
-        assert_eq!(choice(true, 12, 21), Some(Choice { lanes: 4, kc: 2728 }));
-        assert_eq!(choice(true, 8, 17), Some(Choice { lanes: 4, kc: 4096 }));
-        assert_eq!(choice(true, 16, 18), Some(Choice { lanes: 4, kc: 2048 }));
+        assert_eq!(big(48, 17), chains(4, 2048));
+        assert_eq!(big(48, 9), chains(1, 512));
+        assert_eq!(big(64, 64), chains(1, 512));
+        // Small outputs (5 rows per call): unpacked, one panel up to 64 outputs ...
+        let small = |n, c| choice(Some(5), n, c, 9 * c);
+        assert_eq!(small(32, 64), Some(Choice::Unpacked { split: 32 }));
+        // ... and beyond while the task stays cheap: 100 outputs from 64 features are one
+        // panel, from 256 features (depth 2304) panels of 64 and 36.
+        assert_eq!(small(100, 64), Some(Choice::Unpacked { split: 128 }));
+        assert_eq!(small(100, 256), Some(Choice::Unpacked { split: 64 }));
+        // A narrow panel packs where the unpacked kernel would cost twice as much: 9 to 16
+        // outputs from 17 features stay unpacked, from 18 or 21 they pack.
+        assert_eq!(small(16, 17), Some(Choice::Unpacked { split: 16 }));
+        assert_eq!(small(12, 21), chains(4, 2728));
+        assert_eq!(small(8, 17), chains(4, 4096));
+        assert_eq!(small(16, 18), chains(4, 2048));
     }
 
     /// Small outputs of grouped convolutions (9 positions, 2 to 18 groups), per group.
@@ -428,7 +515,7 @@ mod tests {
     #[test]
     fn narrow_groups_follow_the_measured_kernels() {
         let four = |n: usize| {
-            Some(Choice {
+            Some(Choice::Chains {
                 lanes: 4,
                 kc: panel_depth(n.div_ceil(4) * 4, 4),
             })
@@ -436,16 +523,17 @@ mod tests {
         for n in 1..=16 {
             // 3 or more features: the narrow panel; 2 features: 32 wide in 2 lanes.
             for c in [3, 5, 8, 16] {
-                assert_eq!(choice(false, n, c), four(n), "n {n} c {c}");
+                assert_eq!(choice(None, n, c, 9 * c), four(n), "n {n} c {c}");
             }
-            assert_eq!(choice(false, n, 2), Some(Choice { lanes: 2, kc: 1024 }));
+            let two = Some(Choice::Chains { lanes: 2, kc: 1024 });
+            assert_eq!(choice(None, n, 2, 18), two);
             // 1 feature: the narrow panel up to 8 outputs, then 64 wide in one lane.
             let one = if n <= 8 {
                 four(n)
             } else {
-                Some(Choice { lanes: 1, kc: 512 })
+                Some(Choice::Chains { lanes: 1, kc: 512 })
             };
-            assert_eq!(choice(false, n, 1), one, "n {n}");
+            assert_eq!(choice(None, n, 1, 9), one, "n {n}");
         }
     }
 
