@@ -6,13 +6,14 @@
 //! f64 under `DotAccumulation::F64`). XLA:CPU's own orders, where identified: [`stencil`]
 //! for 2-D convolutions (YNNPACK's stencil dot, or Eigen's chain for those XLA keeps out of
 //! YNNPACK), [`pointwise`] for the 1×1 ones YNNPACK sums as a matrix product where the stencil
-//! declines, and [`eigen`] for shallow 1-D and 3-D ones. A pred result has rules of its own:
-//! [`pred`].
+//! declines, and [`eigen`] for shallow 1-D and 3-D ones and base-dilated (transposed) ones;
+//! none where XLA swaps the operands ([`swap`]). A pred result has rules of its own: [`pred`].
 
 mod eigen;
 mod pointwise;
 mod pred;
 mod stencil;
+mod swap;
 
 use super::convert::{self, Compute};
 use crate::eval::reduce::{arrays, result_shapes, PARALLEL_WORK};
@@ -199,7 +200,10 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
     }
     // XLA:CPU's orders for 2-D windows (stencil.rs, pointwise.rs): f32 and f16 operands (bf16
     // ones go to another YNNPACK kernel, as for dots), outside the 16-bit mixes that run in bf16.
-    let pointwise_xla = accumulation == DotAccumulation::XlaCpu
+    // A convolution XLA:CPU swaps runs in a loop of its own (swap.rs): none of its orders.
+    let xla_order =
+        accumulation == DotAccumulation::XlaCpu && !swap::operands_swapped(&g, fgc, bgc);
+    let pointwise_xla = xla_order
         && [it, kt]
             .iter()
             .all(|t| matches!(t, ElementType::F32 | ElementType::F16))
@@ -225,11 +229,18 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                 stencil::product(&a, &k, &g, choice)
             } else if pointwise_xla && pointwise::applies(&g, fgc * bgc) && stencil::in_ynn(&g, 1) {
                 pointwise::product(&a, &k, &g)
-            } else if accumulation == DotAccumulation::XlaCpu
-                && [it, kt, ty].iter().all(|&t| t == ElementType::F32)
-                && eigen::applies(&g, fgc * bgc)
+            } else if let Some(order) = (xla_order
+                && [it, kt, ty].iter().all(|&t| t == ElementType::F32))
+            .then(|| eigen::order(&g, fgc, bgc))
+            .flatten()
             {
-                conv_loop(&a, &k, &g, 0f32, |acc, x, y| x.mul_add(y, acc))
+                let fma = |acc: f32, x: f32, y: f32| x.mul_add(y, acc);
+                match order {
+                    eigen::Order::Chain => conv_loop(&a, &k, &g, 0f32, fma),
+                    eigen::Order::TapSums => {
+                        conv_loop_with(&a, &k, &g, 0f32, fma, Some(&|acc, tap| acc + tap))
+                    }
+                }
             } else {
                 conv_loop(&a, &k, &g, 0f32, |acc, x, y| acc + x * y)
             };
@@ -294,13 +305,27 @@ fn taps(g: &Geom, d: usize, s: usize) -> Vec<(usize, usize)> {
     v
 }
 
-/// Computes every output element in canonical (batch, feature, spatial...) order.
+/// Computes every output element in canonical (batch, feature, spatial...) order: one
+/// accumulation over (tap, input feature), taps in window order.
 fn conv_loop<T: Copy + Send + Sync>(
     a: &[T],
     k: &[T],
     g: &Geom,
     zero: T,
     madd: impl Fn(T, T, T) -> T + Sync,
+) -> Vec<T> {
+    conv_loop_with(a, k, g, zero, madd, None)
+}
+
+/// [`conv_loop`], or with `tap_add`, each tap's input features accumulated from `zero` on their
+/// own and the tap's sum added to the output's with `tap_add` (Eigen's transposed convolution).
+fn conv_loop_with<T: Copy + Send + Sync>(
+    a: &[T],
+    k: &[T],
+    g: &Geom,
+    zero: T,
+    madd: impl Fn(T, T, T) -> T + Sync,
+    tap_add: Option<&(dyn Fn(T, T) -> T + Sync)>,
 ) -> Vec<T> {
     let nsp = g.out_sp.len();
     // taps[d][s]: valid input/kernel offsets per spatial dimension and output coordinate.
@@ -330,8 +355,10 @@ fn conv_loop<T: Copy + Send + Sync>(
                         io += x;
                         ko += y;
                     }
-                    for i in 0..g.cin_g {
-                        acc = madd(acc, a[io + i * g.is_f], k[ko + i * g.ks_i]);
+                    let terms = (0..g.cin_g).map(|i| (a[io + i * g.is_f], k[ko + i * g.ks_i]));
+                    match tap_add {
+                        None => acc = terms.fold(acc, |s, (x, y)| madd(s, x, y)),
+                        Some(add) => acc = add(acc, terms.fold(zero, |s, (x, y)| madd(s, x, y))),
                     }
                     let mut d = nsp;
                     loop {

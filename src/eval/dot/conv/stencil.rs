@@ -7,10 +7,10 @@
 //!   exceed 16, or an output or window dimension is larger than the input's (heavy padding).
 //!   XLA:CPU's runtime then runs Eigen's spatial convolution (an unpadded 1×1 window becomes a
 //!   plain `dot` that Eigen contracts the same way): each output one FMA chain from zero, taps
-//!   outer, features inner, which is a one-lane stencil block here. Claimed where measured: at
-//!   least 2 outputs per group, [`ONE_CHAIN_MIN_ROWS`] positions, and a depth `taps × features`
-//!   up to [`SINGLE_BLOCK_DEPTH`] (up to [`EIGEN_NARROW_DEPTH`] for fewer than 8 outputs per
-//!   group); not a plain `dot` of 2 or 3 terms (those are summed unfused).
+//!   outer, features inner, which is a one-lane stencil block here. Claimed where Eigen's
+//!   product of `positions` rows, the outputs per group as columns and a depth `taps ×
+//!   features` was measured to be one chain ([`eigen::one_chain`]); not a plain `dot` of 2 or 3
+//!   terms (those are summed unfused).
 //! - **Inside YNNPACK** otherwise (`ynn_emitter.cc`, `DefineConvolutionOp`): the input is
 //!   zero-padded (`ynn_define_static_pad`), viewed as `[n, h, w, kh, kw, ci]`
 //!   (`ynn_define_stencil_copy`) and contracted with the `[kh, kw, ci, co]` kernel by a dot with
@@ -59,10 +59,10 @@
 //!
 //! Also measured and included: f16 operands (XLA:CPU converts them to f32 first; the f32 sum is
 //! rounded once) and window dilation (the stencil's taps are further apart, the order is the
-//! same). Not included: window reversal and base dilation (outside YNNPACK, Eigen's order with
-//! them not measured). Declined convolutions keep the direct loop, within tolerance.
+//! same). Not included: window reversal and base dilation (outside YNNPACK: [`eigen`]).
+//! Declined convolutions keep the direct loop, within tolerance.
 
-use super::eigen::SINGLE_BLOCK_DEPTH;
+use super::eigen::{self, SINGLE_BLOCK_DEPTH};
 use super::Geom;
 use crate::eval::dot::xla_order::fma_row;
 use crate::eval::dot::ynn_panels::{panel_depth, WIDE_KERNELS};
@@ -87,15 +87,6 @@ const NARROW_PACK_ABOVE: [f64; 4] = [0.5, 2.75, 3.45, 3.45];
 /// probably too significant"); Eigen's spatial convolution sums the others, one FMA chain per
 /// output, taps outer and features inner, like a one-lane stencil block.
 const YNN_MIN_FEATURES: usize = 17;
-
-/// The fewest output positions for which Eigen's single chain was measured (a single position
-/// differs).
-const ONE_CHAIN_MIN_ROWS: usize = 9;
-
-/// The deepest contraction Eigen was measured to sum in one chain for fewer than 8 outputs (per
-/// group): depths 36 to 96 are one chain, 99 to 200 are not (with 8 or more outputs, 100 to 256
-/// are still one chain).
-const EIGEN_NARROW_DEPTH: usize = 96;
 
 /// How close (relatively) two kernels' modelled costs may be before the choice counts as not
 /// identified: the cost model is fitted, so a near tie may go either way (measured: input
@@ -246,15 +237,7 @@ pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Optio
             .win
             .iter()
             .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
-        let depth = if n >= 8 {
-            SINGLE_BLOCK_DEPTH
-        } else {
-            EIGEN_NARROW_DEPTH
-        };
-        let eigen = c * taps <= depth
-            && positions >= ONE_CHAIN_MIN_ROWS
-            && n >= 2
-            && !(dot && (c == 2 || c == 3));
+        let eigen = eigen::one_chain(positions, n, c * taps) && !(dot && (c == 2 || c == 3));
         return eigen.then_some(Choice::Chains {
             lanes: 1,
             kc: SINGLE_BLOCK_DEPTH,

@@ -1,0 +1,116 @@
+//! Whether XLA:CPU swaps a convolution's operands before running it.
+//!
+//! XLA's `ConvOperandSwapper` (`SwapConvolutionOperandsIfBeneficial`, part of XLA:CPU's
+//! pipeline) makes the input the kernel and the kernel the input when the kernel's window is
+//! larger than the input's spatial extent, counted over the dimensions that are not plain
+//! contractions or groups. The swapped convolution reverses its window, and XLA:CPU runs
+//! reversed windows in a loop of its own that LLVM vectorizes (its order is not reproduced), so
+//! none of the orders of [`super::stencil`], [`super::pointwise`] and [`super::eigen`] holds for
+//! it. Confirmed with the oracle: a 5×5 window over a 3×3 input shows up in XLA:CPU's optimized
+//! HLO as a convolution of the reversed kernel by the input with `rhs_reversal=1x1`.
+
+use super::Geom;
+
+/// Whether XLA's operand swapper rewrites the convolution `g` (module documentation): only
+/// ungrouped convolutions, when the product of their window sizes exceeds the product of the
+/// input sizes they would have as a window.
+pub(super) fn operands_swapped(g: &Geom, feature_groups: i64, batch_groups: i64) -> bool {
+    if feature_groups > 1 || batch_groups > 1 {
+        return false;
+    }
+    let (mut kernel, mut swapped) = (1i64, 1i64);
+    for (w, &input) in g.win.iter().zip(&g.in_sp) {
+        let input = input as i64;
+        let plain = !w.reversal && w.pad_lo == 0 && w.pad_hi == 0 && w.window_dilation == 1;
+        let group_dim = plain && w.base_dilation == w.size && w.stride == w.size - 1;
+        let contraction = plain && w.size == input && w.base_dilation == 1 && w.stride == 1;
+        if group_dim || contraction {
+            continue;
+        }
+        // A single input position padded by the whole window each side swaps to the window.
+        let full_pad = input == 1
+            && w.stride == 1
+            && w.window_dilation == 1
+            && w.pad_lo == w.size - 1
+            && w.pad_hi == w.size - 1;
+        kernel = kernel.saturating_mul(w.size);
+        swapped = swapped.saturating_mul(if full_pad { w.size } else { input });
+    }
+    kernel > swapped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hlo::WindowDim;
+
+    /// A 2-D geometry with only what the swapper reads: window and input sizes.
+    fn geom(win: [WindowDim; 2], input: [usize; 2]) -> Geom {
+        Geom {
+            out_batch: 1,
+            out_feat: 1,
+            out_sp: vec![1, 1],
+            in_sp: input.to_vec(),
+            is_b: 0,
+            is_f: 0,
+            is_sp: vec![0, 0],
+            ks_i: 0,
+            ks_o: 0,
+            ks_sp: vec![0, 0],
+            win: win.to_vec(),
+            cin_g: 1,
+            out_per_fg: 1,
+            out_per_bg: 1,
+            batch_per_bg: 1,
+        }
+    }
+
+    fn dim(size: i64, pad: i64) -> WindowDim {
+        WindowDim {
+            size,
+            pad_lo: pad,
+            pad_hi: pad,
+            ..WindowDim::default()
+        }
+    }
+
+    /// Every case read off XLA:CPU's optimized HLO with the oracle: a swapped convolution takes
+    /// the reversed kernel as its input and carries `rhs_reversal`.
+    #[test]
+    fn swaps_only_windows_larger_than_the_input() {
+        // A 5x5 window over a 3x3 input, padded: swapped.
+        assert!(operands_swapped(
+            &geom([dim(5, 3), dim(5, 3)], [3, 3]),
+            1,
+            1
+        ));
+        // A 4x4 window over a 3x3 input (a transposed convolution's dilation does not count).
+        let mut d = dim(4, 1);
+        d.base_dilation = 2;
+        assert!(operands_swapped(&geom([d, d], [3, 3]), 1, 1));
+        // Equal products do not swap; nor do feature groups.
+        assert!(!operands_swapped(
+            &geom([dim(3, 1), dim(3, 1)], [3, 3]),
+            1,
+            1
+        ));
+        assert!(!operands_swapped(
+            &geom([dim(5, 3), dim(5, 3)], [3, 3]),
+            2,
+            1
+        ));
+        // An unpadded window as large as the input is a plain contraction: left out, so a
+        // 1x1 window elsewhere leaves 1 against 1.
+        assert!(!operands_swapped(
+            &geom([dim(8, 0), dim(1, 0)], [8, 4]),
+            1,
+            1
+        ));
+        // One input position padded by the window each side counts as the window: no swap.
+        assert!(!operands_swapped(
+            &geom([dim(3, 2), dim(1, 0)], [1, 1]),
+            1,
+            1
+        ));
+    }
+}
