@@ -48,13 +48,17 @@ const ONE_CHAIN_MIN_ROWS: usize = 9;
 /// outputs, 100 to 256 are still one chain).
 const EIGEN_NARROW_DEPTH: usize = 96;
 
-/// Eigen's thread-pool contraction (`TensorContractionThreadPool.h`) shards the depth across
-/// threads, each part a chain of its own, the parts added at the end, when its cost model finds
-/// that cheaper: on the measuring host (2 threads) for fewer than [`SHARDED_DEPTH_COLS`]
-/// columns and rows × depth from about 14 900 to 16 500 (1-D, 2-D and base-dilated
-/// convolutions alike: 81 rows of depth 200, 100 of depth 162, 74 to 110 rows of depths 150 and
-/// 201). The band moves with the host's thread count and caches, so a wider band is declined.
-const SHARDED_DEPTH_BAND: std::ops::RangeInclusive<usize> = 13_000..=19_000;
+/// A band of sizes whose depth is summed as two chains added at the end (read off with the
+/// ±2^40 probe), most likely Eigen's thread-pool contraction sharding the depth across threads
+/// where its cost model finds that cheaper (`shardByInnerDim` in
+/// `TensorContractionThreadPool.h`). On the measuring host (2 threads): fewer than
+/// [`SHARDED_DEPTH_COLS`] columns and rows × depth from about 13 800 to 16 500 (1-D, 2-D, 3-D
+/// and base-dilated convolutions alike: 81 rows of depth 200, 100 of depth 162, 74 to 110 rows
+/// of depths 150 and 201, 3-D 128 rows of depth 108), but not every size in between (104 rows
+/// of depth 150 are one chain): the cost model weighs rows, columns and depth, and how costly
+/// the operands are to read, apart. The band moves with the host's thread count and caches, so
+/// a wider band is declined.
+const SHARDED_DEPTH_BAND: std::ops::RangeInclusive<usize> = 11_000..=22_000;
 
 /// The fewest columns for which no sharded depth was seen ([`SHARDED_DEPTH_BAND`]).
 const SHARDED_DEPTH_COLS: usize = 16;
@@ -137,20 +141,20 @@ mod tests {
         let chains = [
             (81, 16, 200),
             (121, 8, 200),
-            (81, 8, 250),
+            (144, 8, 200),
             (36, 8, 200),
             (400, 32, 240),
         ];
         for (m, n, k) in chains {
             assert!(one_chain(m, n, k), "{m}x{n}x{k} was measured as one chain");
         }
-        // Depth sharded by Eigen's thread pool (81x8x200, 100x8x162, 81x12x192, 80x10x201),
+        // Depth sharded by Eigen's thread pool (81x8x200, 100x8x162, 81x12x192, 3-D 128x8x108),
         // split into blocks (144 deep with 4 outputs), or a single row or column.
         let not = [
             (81, 8, 200),
             (100, 8, 162),
             (81, 12, 192),
-            (80, 10, 201),
+            (128, 8, 108),
             (144, 4, 144),
         ];
         for (m, n, k) in not.into_iter().chain([(1, 16, 64), (100, 1, 64)]) {
