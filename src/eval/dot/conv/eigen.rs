@@ -28,9 +28,9 @@
 //! 3-D windows 1 to 5, with strides, window dilation and feature groups; every element
 //! bit-exact (fixtures `conv_eigen_*`). Out-of-range taps and dilation holes are skipped rather
 //! than added as zero products, which differs only where a kernel value is infinite or NaN.
-//! Not reproduced: window reversal (XLA:CPU emits its own loop for it, which LLVM vectorizes
-//! over the input features: 8 lanes, whose order within a lane is not identified), batch
-//! groups, and f16/bf16 operands (not measured); those keep the direct loop.
+//! Not reproduced: window reversal (XLA:CPU emits its own loop for it, whose order depends on
+//! where LLVM unrolls and vectorizes it: `docs/eval.md`), batch groups, and f16/bf16 operands
+//! (not measured); those keep the direct loop.
 
 use super::Geom;
 
@@ -97,7 +97,8 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
         .win
         .iter()
         .all(|w| !w.reversal && w.pad_lo >= 0 && w.pad_hi >= 0);
-    if batch_groups != 1 || feature_groups < 1 || !(1..=3).contains(&dims) || !reproducible {
+    // `convolution` has checked that the group counts are at least 1.
+    if batch_groups != 1 || !(1..=3).contains(&dims) || !reproducible {
         return None;
     }
     let taps: usize = g.win.iter().map(|w| w.size.max(0) as usize).product();

@@ -46,8 +46,9 @@
 //! does not pack the kernel and sums as for a small matrix product with a row-major rhs: one
 //! chain per output, the outputs cut into panels by YNNPACK's task sizing ([`unpacked_split`]),
 //! each panel summed in blocks as deep as a panel of its width (measured up to 500 outputs and
-//! 400 features, grouped or not). With 16 or fewer outputs `should_pack_b` still packs the narrow panel where the unpacked kernel would
-//! cost more than twice as much: [`narrow_packs`].
+//! 400 features, grouped or not). With 16 or fewer outputs `should_pack_b` still packs the
+//! narrow panel where the unpacked kernel would cost more than twice as much:
+//! [`narrow_packs`].
 //!
 //! Feature groups: YNNPACK splits the kernel per group (`[g, kh, kw, ci/g, co/g]`) and runs one
 //! dot whose batch dimensions are the groups, images and positions, so each group is its own
@@ -217,7 +218,8 @@ pub(super) fn in_ynn(g: &Geom, feature_groups: usize) -> bool {
 /// YNNPACK's choice, or for one that stays outside YNNPACK, Eigen's single chain while the
 /// depth fits one of its blocks (with at least 2 outputs per group).
 pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<Choice> {
-    if batch_groups != 1 || feature_groups < 1 || g.win.len() != 2 {
+    // `convolution` has checked that the group counts are at least 1.
+    if batch_groups != 1 || g.win.len() != 2 {
         return None;
     }
     let plain = g
@@ -438,10 +440,14 @@ fn combine(acc: &mut [Vec<f32>]) -> &mut [f32] {
 mod tests {
     use super::*;
 
+    /// A packed panel's (or Eigen's) choice: `lanes` chains in blocks of `kc` terms.
+    fn chains(lanes: usize, kc: usize) -> Option<Choice> {
+        Some(Choice::Chains { lanes, kc })
+    }
+
     /// Choices read off the oracle (module documentation): lanes and block depth per shape.
     #[test]
     fn choices_follow_the_measured_kernels() {
-        let chains = |lanes, kc| Some(Choice::Chains { lanes, kc });
         let big = |n, c| choice(None, n, c, 9 * c);
         // N ≤ 16 reaches YNNPACK ungrouped only from 17 input features: 4 lanes.
         assert_eq!(big(12, 17), chains(4, 2728));
@@ -497,25 +503,15 @@ mod tests {
     /// Per group of a grouped convolution (measured with 2 to 20 groups, 64 to 324 positions).
     #[test]
     fn narrow_groups_follow_the_measured_kernels() {
-        let four = |n: usize| {
-            Some(Choice::Chains {
-                lanes: 4,
-                kc: panel_depth(n.div_ceil(4) * 4, 4),
-            })
-        };
+        let four = |n: usize| chains(4, panel_depth(n.div_ceil(4) * 4, 4));
         for n in 1..=16 {
             // 3 or more features: the narrow panel; 2 features: 32 wide in 2 lanes.
             for c in [3, 5, 8, 16] {
                 assert_eq!(choice(None, n, c, 9 * c), four(n), "n {n} c {c}");
             }
-            let two = Some(Choice::Chains { lanes: 2, kc: 1024 });
-            assert_eq!(choice(None, n, 2, 18), two);
+            assert_eq!(choice(None, n, 2, 18), chains(2, 1024));
             // 1 feature: the narrow panel up to 8 outputs, then 64 wide in one lane.
-            let one = if n <= 8 {
-                four(n)
-            } else {
-                Some(Choice::Chains { lanes: 1, kc: 512 })
-            };
+            let one = if n <= 8 { four(n) } else { chains(1, 512) };
             assert_eq!(choice(None, n, 1, 9), one, "n {n}");
         }
     }
