@@ -6,10 +6,12 @@
 //! f64 under `DotAccumulation::F64`). XLA:CPU's own orders, where identified: [`stencil`]
 //! for 2-D convolutions (YNNPACK's stencil dot, or Eigen's chain for those XLA keeps out of
 //! YNNPACK), [`pointwise`] for the 1×1 ones YNNPACK sums as a matrix product where the stencil
-//! declines, and [`eigen`] for shallow 1-D and 3-D ones and base-dilated (transposed) ones;
-//! none where XLA swaps the operands ([`swap`]). A pred result has rules of its own: [`pred`].
+//! declines, [`eigen`] for shallow 1-D and 3-D ones and base-dilated (transposed) ones, and
+//! [`own_loop`] for reversed windows and the convolutions XLA swaps ([`swap`]), which run in a
+//! loop XLA emits itself. A pred result has rules of its own: [`pred`].
 
 mod eigen;
+mod own_loop;
 mod pointwise;
 mod pred;
 mod stencil;
@@ -21,6 +23,7 @@ use crate::eval::util::strides;
 use crate::eval::{err, DotAccumulation, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction, WindowDim};
 use num_complex::Complex;
+use own_loop::Taps::{self, Forward};
 use rayon::prelude::*;
 
 /// Everything the inner loop needs, in element offsets.
@@ -200,9 +203,10 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
     }
     // XLA:CPU's orders for 2-D windows (stencil.rs, pointwise.rs): f32 and f16 operands (bf16
     // ones go to another YNNPACK kernel, as for dots), outside the 16-bit mixes that run in bf16.
-    // A convolution XLA:CPU swaps runs in a loop of its own (swap.rs): none of its orders.
-    let xla_order =
-        accumulation == DotAccumulation::XlaCpu && !swap::operands_swapped(&g, fgc, bgc);
+    // A convolution XLA:CPU swaps runs in a loop of its own (swap.rs, own_loop.rs).
+    let swapped = swap::operands_swapped(&g, fgc, bgc);
+    let xla_order = accumulation == DotAccumulation::XlaCpu && !swapped;
+    let all_f32 = [it, kt, ty].iter().all(|&t| t == ElementType::F32);
     let pointwise_xla = xla_order
         && [it, kt]
             .iter()
@@ -229,18 +233,22 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                 stencil::product(&a, &k, &g, choice)
             } else if pointwise_xla && pointwise::applies(&g, fgc * bgc) && stencil::in_ynn(&g, 1) {
                 pointwise::product(&a, &k, &g)
-            } else if let Some(order) = (xla_order
-                && [it, kt, ty].iter().all(|&t| t == ElementType::F32))
-            .then(|| eigen::order(&g, fgc, bgc))
-            .flatten()
+            } else if let Some(order) = (xla_order && all_f32)
+                .then(|| eigen::order(&g, fgc, bgc))
+                .flatten()
             {
-                let fma = |acc: f32, x: f32, y: f32| x.mul_add(y, acc);
                 match order {
                     eigen::Order::Chain => conv_loop(&a, &k, &g, 0f32, fma),
                     eigen::Order::TapSums => {
-                        conv_loop_with(&a, &k, &g, 0f32, fma, Some(&|acc, tap| acc + tap))
+                        let tap_add = |acc: f32, tap: f32| acc + tap;
+                        conv_loop_with(&a, &k, &g, 0f32, fma, Some(&tap_add), Forward)
                     }
                 }
+            } else if let Some(taps) = (accumulation == DotAccumulation::XlaCpu && all_f32)
+                .then(|| own_loop::order(&g, bgc, swapped))
+                .flatten()
+            {
+                conv_loop_with(&a, &k, &g, 0f32, fma, None, taps)
             } else {
                 conv_loop(&a, &k, &g, 0f32, |acc, x, y| acc + x * y)
             };
@@ -284,9 +292,14 @@ fn scatter_out<T: Copy + Default>(v: Vec<T>, off: &[usize]) -> Vec<T> {
     out
 }
 
+/// An FMA: the f32 accumulation of XLA:CPU's orders.
+fn fma(acc: f32, x: f32, y: f32) -> f32 {
+    x.mul_add(y, acc)
+}
+
 /// Valid (input offset, kernel offset) pairs of spatial dimension `d` for output coordinate
-/// `s`, in kernel order.
-fn taps(g: &Geom, d: usize, s: usize) -> Vec<(usize, usize)> {
+/// `s`, in window order, or backward (input positions from the last to the first).
+fn taps(g: &Geom, d: usize, s: usize, order: Taps) -> Vec<(usize, usize)> {
     let w = &g.win[d];
     let size = w.size as usize;
     let mut v = Vec::with_capacity(size);
@@ -302,6 +315,9 @@ fn taps(g: &Geom, d: usize, s: usize) -> Vec<(usize, usize)> {
         let kk = if w.reversal { size - 1 - kpos } else { kpos };
         v.push((q * g.is_sp[d], kk * g.ks_sp[d]));
     }
+    if order == Taps::Backward {
+        v.reverse();
+    }
     v
 }
 
@@ -314,11 +330,12 @@ fn conv_loop<T: Copy + Send + Sync>(
     zero: T,
     madd: impl Fn(T, T, T) -> T + Sync,
 ) -> Vec<T> {
-    conv_loop_with(a, k, g, zero, madd, None)
+    conv_loop_with(a, k, g, zero, madd, None, Forward)
 }
 
 /// [`conv_loop`], or with `tap_add`, each tap's input features accumulated from `zero` on their
-/// own and the tap's sum added to the output's with `tap_add` (Eigen's transposed convolution).
+/// own and the tap's sum added to the output's with `tap_add` (Eigen's transposed convolution);
+/// the taps of each spatial dimension visited in `order` (the first dimension outermost).
 fn conv_loop_with<T: Copy + Send + Sync>(
     a: &[T],
     k: &[T],
@@ -326,11 +343,12 @@ fn conv_loop_with<T: Copy + Send + Sync>(
     zero: T,
     madd: impl Fn(T, T, T) -> T + Sync,
     tap_add: Option<&(dyn Fn(T, T) -> T + Sync)>,
+    order: Taps,
 ) -> Vec<T> {
     let nsp = g.out_sp.len();
     // taps[d][s]: valid input/kernel offsets per spatial dimension and output coordinate.
     let taps: Vec<Vec<Vec<(usize, usize)>>> = (0..nsp)
-        .map(|d| (0..g.out_sp[d]).map(|s| taps(g, d, s)).collect())
+        .map(|d| (0..g.out_sp[d]).map(|s| taps(g, d, s, order)).collect())
         .collect();
     let sp_count: usize = g.out_sp.iter().product();
     let one_bf = |bf: usize| -> Vec<T> {

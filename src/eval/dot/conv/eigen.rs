@@ -28,9 +28,9 @@
 //! 3-D windows 1 to 5, with strides, window dilation and feature groups; every element
 //! bit-exact (fixtures `conv_eigen_*`). Out-of-range taps and dilation holes are skipped rather
 //! than added as zero products, which differs only where a kernel value is infinite or NaN.
-//! Not reproduced: window reversal (XLA:CPU emits its own loop for it, whose order depends on
-//! where LLVM unrolls and vectorizes it: `docs/eval.md`), batch groups, and f16/bf16 operands
-//! (not measured); those keep the direct loop.
+//! A reversed window never comes here: XLA:CPU emits its own loop for it ([`super::own_loop`]).
+//! Not reproduced: batch groups and f16/bf16 operands (not measured); those keep the direct
+//! loop.
 
 use super::Geom;
 

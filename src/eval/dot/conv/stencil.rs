@@ -60,7 +60,8 @@
 //!
 //! Also measured and included: f16 operands (XLA:CPU converts them to f32 first; the f32 sum is
 //! rounded once) and window dilation (the stencil's taps are further apart, the order is the
-//! same). Not included: window reversal and base dilation (outside YNNPACK: [`eigen`]).
+//! same). Not included, being outside YNNPACK: window reversal ([`super::own_loop`]) and base
+//! dilation ([`eigen`]).
 //! Declined convolutions keep the direct loop, within tolerance.
 
 use super::eigen::{self, SINGLE_BLOCK_DEPTH};

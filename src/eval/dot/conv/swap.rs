@@ -4,9 +4,8 @@
 //! pipeline) makes the input the kernel and the kernel the input when the kernel's window is
 //! larger than the input's spatial extent, counted over the dimensions that are not plain
 //! contractions or groups. The swapped convolution reverses its window, and XLA:CPU runs
-//! reversed windows in a loop of its own that LLVM vectorizes (its order is not reproduced), so
-//! none of the orders of [`super::stencil`], [`super::pointwise`] and [`super::eigen`] holds for
-//! it. Confirmed with the oracle: a 5×5 window over a 3×3 input shows up in XLA:CPU's optimized
+//! reversed windows in a loop of its own ([`super::own_loop`]), so none of the orders of
+//! [`super::stencil`], [`super::pointwise`] and [`super::eigen`] holds for it. Confirmed with the oracle: a 5×5 window over a 3×3 input shows up in XLA:CPU's optimized
 //! HLO as a convolution of the reversed kernel by the input with `rhs_reversal=1x1`.
 
 use super::Geom;

@@ -1,0 +1,125 @@
+//! Convolutions XLA:CPU runs in a loop it emits itself, in its order.
+//!
+//! Neither XLA:CPU's YNNPACK path nor its Eigen thunk takes a reversed window (`rhs_reversal`
+//! on any dimension), so XLA's elemental emitter compiles such a convolution into a loop nest:
+//! for each output element, the window's taps in order (the first spatial dimension outermost,
+//! the kernel read reversed), the group's input features innermost, every product added into
+//! one running sum from zero, which LLVM fuses into an FMA chain. Out-of-range taps and
+//! base-dilation holes are branched over, not added as zeros. A convolution whose operands
+//! XLA swaps ([`super::swap`]) runs there too: the swapped one reverses its window and walks
+//! the original input as its window, so its taps are the original input positions from the
+//! last to the first ([`Taps::Backward`]), features innermost as before.
+//!
+//! The feature loop is where LLVM changes the order: a short one is unrolled whole and stays
+//! one chain, a longer one is vectorized 8 wide in 4 interleaved parts (the fold is in
+//! `docs/eval.md`). Where one turns into the other depends on LLVM's size threshold for full
+//! unrolling, which counts the loop body's instructions. Measured with the oracle (random data,
+//! every element compared bit for bit; 1-D, 2-D and 3-D, strides, padding, base and window
+//! dilation, feature groups, `bf01`/`oi01` and other layouts, reversal of some dimensions):
+//! one chain up to 48 features per group, vectorized from 52 in most shapes (not all: 56
+//! features once stayed a chain), so [`CHAIN_FEATURES`] leaves a margin.
+//!
+//! Declined (the direct loop, within tolerance): batch groups (XLA rewrites them; 95% of the
+//! bits matched), a reversed window that is 1 everywhere without padding (XLA makes it a `dot`,
+//! the reversal being a no-op), negative padding (measured once), a swapped convolution that
+//! was reversed already (the swap turns the reversal off, so the swapped convolution leaves
+//! this loop; its order was not measured), and operands or results other than f32 (the
+//! caller's check).
+
+use super::Geom;
+
+/// The most input features per group for which hlosim claims XLA:CPU's emitted loop is one FMA
+/// chain: up to 48 were measured to be unrolled whole, 40 keeps clear of LLVM's unroll
+/// threshold for loop bodies a little larger than those measured.
+pub(super) const CHAIN_FEATURES: usize = 40;
+
+/// The order in which XLA:CPU's emitted loop visits the taps of one output element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Taps {
+    /// Window order (a reversed window: the convolution as written).
+    Forward,
+    /// Input positions from the last to the first (a convolution XLA swapped).
+    Backward,
+}
+
+/// The tap order of XLA:CPU's emitted loop for `g`, where its summation is one FMA chain from
+/// zero over (tap, input feature), or `None` where `g` does not run in that loop or the order is
+/// not reproduced. `swapped` is [`super::swap::operands_swapped`] of `g`.
+pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<Taps> {
+    let reversed = g.win.iter().any(|w| w.reversal);
+    let padded_ok = g.win.iter().all(|w| w.pad_lo >= 0 && w.pad_hi >= 0);
+    let short = (1..=CHAIN_FEATURES).contains(&g.cin_g);
+    if batch_groups != 1 || !padded_ok || !short {
+        return None;
+    }
+    if swapped {
+        return (!reversed).then_some(Taps::Backward);
+    }
+    let becomes_dot = g
+        .win
+        .iter()
+        .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
+    (reversed && !becomes_dot).then_some(Taps::Forward)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hlo::WindowDim;
+
+    /// A 1-D geometry with `cin` features per group and the given window.
+    fn geom(cin: usize, win: WindowDim) -> Geom {
+        Geom {
+            out_batch: 1,
+            out_feat: 4,
+            out_sp: vec![4],
+            in_sp: vec![6],
+            is_b: 0,
+            is_f: 1,
+            is_sp: vec![cin],
+            ks_i: 4,
+            ks_o: 1,
+            ks_sp: vec![4 * cin],
+            win: vec![win],
+            cin_g: cin,
+            out_per_fg: 4,
+            out_per_bg: 4,
+            batch_per_bg: 1,
+        }
+    }
+
+    fn window(size: i64, pad: i64, reversal: bool) -> WindowDim {
+        WindowDim {
+            size,
+            stride: 1,
+            pad_lo: pad,
+            pad_hi: pad,
+            window_dilation: 1,
+            base_dilation: 1,
+            reversal,
+        }
+    }
+
+    /// The cases measured against XLA:CPU with the oracle (module documentation).
+    #[test]
+    fn claims_short_feature_loops_of_reversed_or_swapped_windows() {
+        let reversed = window(3, 1, true);
+        assert_eq!(order(&geom(40, reversed), 1, false), Some(Taps::Forward));
+        assert_eq!(order(&geom(1, reversed), 1, false), Some(Taps::Forward));
+        assert_eq!(
+            order(&geom(12, window(1, 1, true)), 1, false),
+            Some(Taps::Forward)
+        );
+        assert_eq!(
+            order(&geom(8, window(3, 0, false)), 1, true),
+            Some(Taps::Backward)
+        );
+        // Vectorized feature loops, batch groups, a 1x1 reversal (a dot), a plain window.
+        assert_eq!(order(&geom(41, reversed), 1, false), None);
+        assert_eq!(order(&geom(64, reversed), 1, false), None);
+        assert_eq!(order(&geom(24, reversed), 2, false), None);
+        assert_eq!(order(&geom(31, window(1, 0, true)), 1, false), None);
+        assert_eq!(order(&geom(8, window(3, 1, false)), 1, false), None);
+        assert_eq!(order(&geom(8, window(3, 0, true)), 1, true), None);
+    }
+}
