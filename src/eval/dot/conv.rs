@@ -204,8 +204,9 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
     // XLA:CPU's orders for 2-D windows (stencil.rs, pointwise.rs): f32 and f16 operands (bf16
     // ones go to another YNNPACK kernel, as for dots), outside the 16-bit mixes that run in bf16.
     // A convolution XLA:CPU swaps runs in a loop of its own (swap.rs, own_loop.rs).
+    let xla_cpu = accumulation == DotAccumulation::XlaCpu;
     let swapped = swap::operands_swapped(&g, fgc, bgc);
-    let xla_order = accumulation == DotAccumulation::XlaCpu && !swapped;
+    let xla_order = xla_cpu && !swapped;
     let all_f32 = [it, kt, ty].iter().all(|&t| t == ElementType::F32);
     // XLA:CPU's own loop (own_loop.rs) was measured for f32, f16 and bf16 operands of one type
     // with a result of that type or f32.
@@ -249,7 +250,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                         conv_loop_with(&a, &k, &g, 0f32, fma, Some(&tap_add), Forward)
                     }
                 }
-            } else if let Some(taps) = (accumulation == DotAccumulation::XlaCpu && own_loop_types)
+            } else if let Some(taps) = (xla_cpu && own_loop_types)
                 .then(|| own_loop::order(&g, bgc, swapped))
                 .flatten()
             {
@@ -286,6 +287,32 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
         shape: out_shape,
         data,
     }))
+}
+
+#[cfg(test)]
+impl Geom {
+    /// A geometry for the tests of the order rules, which read only the window, the input's
+    /// spatial sizes and the input features per group: one output element, offsets zero.
+    fn for_rules(win: Vec<WindowDim>, in_sp: Vec<usize>, cin_g: usize) -> Geom {
+        let nsp = win.len();
+        Geom {
+            out_batch: 1,
+            out_feat: 1,
+            out_sp: vec![1; nsp],
+            in_sp,
+            is_b: 0,
+            is_f: 0,
+            is_sp: vec![0; nsp],
+            ks_i: 0,
+            ks_o: 0,
+            ks_sp: vec![0; nsp],
+            win,
+            cin_g,
+            out_per_fg: 1,
+            out_per_bg: 1,
+            batch_per_bg: 1,
+        }
+    }
 }
 
 /// Places values computed in canonical (batch, feature, spatial) order at their offsets.

@@ -50,8 +50,8 @@ pub(super) enum Taps {
 }
 
 /// The tap order of XLA:CPU's emitted loop for `g`, where its summation is one f32 FMA chain
-/// from zero over (tap, input feature), or `None` where `g` does not run in that loop or the order is
-/// not reproduced. `swapped` is [`super::swap::operands_swapped`] of `g`.
+/// from zero over (tap, input feature), or `None` where `g` does not run in that loop or the
+/// order is not reproduced. `swapped` is [`super::swap::operands_swapped`] of `g`.
 pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<Taps> {
     let reversed = g.win.iter().any(|w| w.reversal);
     let padded_ok = g.win.iter().all(|w| w.pad_lo >= 0 && w.pad_hi >= 0);
@@ -74,36 +74,18 @@ mod tests {
     use super::*;
     use crate::hlo::WindowDim;
 
-    /// A 1-D geometry with `cin` features per group and the given window.
+    /// A 1-D geometry over 6 input positions with `cin` features per group and the given window.
     fn geom(cin: usize, win: WindowDim) -> Geom {
-        Geom {
-            out_batch: 1,
-            out_feat: 4,
-            out_sp: vec![4],
-            in_sp: vec![6],
-            is_b: 0,
-            is_f: 1,
-            is_sp: vec![cin],
-            ks_i: 4,
-            ks_o: 1,
-            ks_sp: vec![4 * cin],
-            win: vec![win],
-            cin_g: cin,
-            out_per_fg: 4,
-            out_per_bg: 4,
-            batch_per_bg: 1,
-        }
+        Geom::for_rules(vec![win], vec![6], cin)
     }
 
     fn window(size: i64, pad: i64, reversal: bool) -> WindowDim {
         WindowDim {
             size,
-            stride: 1,
             pad_lo: pad,
             pad_hi: pad,
-            window_dilation: 1,
-            base_dilation: 1,
             reversal,
+            ..WindowDim::default()
         }
     }
 

@@ -5,8 +5,9 @@
 //! larger than the input's spatial extent, counted over the dimensions that are not plain
 //! contractions or groups. The swapped convolution reverses its window, and XLA:CPU runs
 //! reversed windows in a loop of its own ([`super::own_loop`]), so none of the orders of
-//! [`super::stencil`], [`super::pointwise`] and [`super::eigen`] holds for it. Confirmed with the oracle: a 5×5 window over a 3×3 input shows up in XLA:CPU's optimized
-//! HLO as a convolution of the reversed kernel by the input with `rhs_reversal=1x1`.
+//! [`super::stencil`], [`super::pointwise`] and [`super::eigen`] holds for it. Confirmed with
+//! the oracle: a 5×5 window over a 3×3 input shows up in XLA:CPU's optimized HLO as a
+//! convolution of the reversed kernel by the input with `rhs_reversal=1x1`.
 
 use super::Geom;
 
@@ -45,23 +46,7 @@ mod tests {
 
     /// A 2-D geometry with only what the swapper reads: window and input sizes.
     fn geom(win: [WindowDim; 2], input: [usize; 2]) -> Geom {
-        Geom {
-            out_batch: 1,
-            out_feat: 1,
-            out_sp: vec![1, 1],
-            in_sp: input.to_vec(),
-            is_b: 0,
-            is_f: 0,
-            is_sp: vec![0, 0],
-            ks_i: 0,
-            ks_o: 0,
-            ks_sp: vec![0, 0],
-            win: win.to_vec(),
-            cin_g: 1,
-            out_per_fg: 1,
-            out_per_bg: 1,
-            batch_per_bg: 1,
-        }
+        Geom::for_rules(win.to_vec(), input.to_vec(), 1)
     }
 
     fn dim(size: i64, pad: i64) -> WindowDim {
