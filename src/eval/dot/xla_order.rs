@@ -10,8 +10,15 @@
 //!   from zero, in 1, 2 or 4 interleaved chains, within blocks of `kc` terms, each block's
 //!   sum added to the output in turn; the panels, lanes and `kc` depend on M and N
 //!   ([`ynn_panels`]). bf16 operands with an f32 result and a row-major rhs go to its bf16
-//!   kernel, which takes each pair of terms odd first ([`ynn_panels::bf16_panels`]); other
-//!   bf16 products are within the accumulated tolerance only.
+//!   kernel, which takes each pair of terms odd first ([`ynn_panels::bf16_panels`]); with an
+//!   rhs contiguous in k they go to a packed bf16 kernel whose order is not reproduced
+//!   (within tolerance). Every other bf16 product (a bf16 or f16 result, or an f32 or f16
+//!   operand beside the bf16 one) has its operands converted to f32 first (the optimized HLO
+//!   shows the `convert`s) and runs in the f32 order, the result rounded once.
+//! - **A tiny product** (M, K and N all below 8) is not YNNPACK's (`IsDotSupportedByYnn`
+//!   rejects it: "If this dot is small, our overhead is probably too significant") but a
+//!   plain `dot` of XLA's own emitter: one FMA chain over K per output, whatever the types
+//!   and layouts ([`Kernel::Chain`]).
 //! - **A matrix-vector product** (M = 1 or N = 1) goes to XLA's own LLVM emitters
 //!   (`xla/service/cpu/tiled_dot_emitter.cc`): the column-major one is one FMA chain per
 //!   output (a [`lane_panel`] of one block), the row-major one sums in FMA lanes with a
@@ -57,13 +64,14 @@ pub(crate) enum Kernel {
     /// bf16 operands with an f32 result, M, N > 1, the lhs contiguous in k and a row-major
     /// rhs: YNNPACK's bf16 kernel ([`ynn_panels::bf16_panels`]).
     Bf16Pairs,
-    /// A transposed lhs (contracting its major dimension), or bf16 operands with M, N > 1
-    /// otherwise: another kernel, whose order is not identified (every column gets
-    /// [`UNIDENTIFIED_BLOCK_DEPTH`]).
+    /// A transposed lhs (contracting its major dimension), or bf16 operands with an f32
+    /// result and an rhs contiguous in k (YNNPACK's packed bf16 kernel), M, N > 1: another
+    /// kernel, whose order is not identified (every column gets [`UNIDENTIFIED_BLOCK_DEPTH`]).
     Other,
-    /// XLA's column-major matrix-vector emitter (`ColumnMajorMatrixVectorProductEmitter`):
-    /// M = 1 with an rhs not contiguous in k, or N = 1 with an lhs not contiguous in k. Each
-    /// output is one FMA chain over all of K, from zero ([`lane_panel`] with one block).
+    /// One FMA chain over all of K per output, from zero ([`lane_panel`] with one block):
+    /// XLA's column-major matrix-vector emitter (`ColumnMajorMatrixVectorProductEmitter`),
+    /// for M = 1 with an rhs not contiguous in k or N = 1 with an lhs not contiguous in k,
+    /// and XLA's own emitter for a product too small for YNNPACK (M, K and N all below 8).
     Chain,
     /// XLA's row-major matrix-vector emitter (`RowMajorMatrixVectorProductEmitter`): N = 1
     /// with an lhs contiguous in k, or M = 1 with an rhs contiguous in k ([`row_gemv`]).
@@ -79,9 +87,10 @@ pub(crate) enum Kernel {
 impl Kernel {
     /// The kernel for `b` products of `m x k` by `k x n` whose lhs contracting dimension has
     /// stride `lhs_k_stride` and rhs contracting dimension `rhs_k_stride`, on operands of
-    /// types `lt` and `rt`. A matrix-vector product goes to XLA's own emitters whatever the
-    /// operand types (bf16 and f16 are widened first); measured with the oracle
-    /// (`tools/fixtures/fx_dot_order.py`, `dot_order_gemv_*`).
+    /// types `lt` and `rt` and result type `ty`. A matrix-vector product, and one with M, K
+    /// and N all below [`YNN_MIN_EXTENT`], goes to XLA's own emitters whatever the operand
+    /// types (bf16 and f16 are widened first); measured with the oracle
+    /// (`tools/fixtures/fx_dot_order.py`, `dot_order_gemv_*`, `dot_order_tiny*`).
     pub(crate) fn for_product(
         (b, m, n, k): (usize, usize, usize, usize),
         (lhs_k_stride, rhs_k_stride): (isize, isize),
@@ -97,15 +106,21 @@ impl Kernel {
             (_, 1) if lhs_k_stride == 1 => Kernel::RowGemv,
             (1, _) if rhs_k_stride == 1 => Kernel::RowGemv,
             (_, 1) | (1, _) => Kernel::Chain,
+            _ if m.max(n).max(k) < YNN_MIN_EXTENT => Kernel::Chain,
             _ if lhs_k_stride != 1 => Kernel::Other,
             _ if lt == BF16 && rt == BF16 && ty == F32 && rhs_k_stride != 1 => Kernel::Bf16Pairs,
-            _ if lt == BF16 || rt == BF16 => Kernel::Other,
+            _ if lt == BF16 && rt == BF16 && ty == F32 => Kernel::Other,
             _ => Kernel::Tiled {
                 packed_rhs: rhs_k_stride == 1,
             },
         }
     }
 }
+
+/// The smallest largest extent (of M, K and N) of a product XLA:CPU hands to YNNPACK
+/// (`IsDotSupportedByYnn` in XLA's `backends/cpu/ynn_support.cc`); smaller ones are XLA's own
+/// `dot`, as the optimized HLO shows for 4×7×4 but not for 2×8×2 or 8×7×8.
+pub(crate) const YNN_MIN_EXTENT: usize = 8;
 
 /// The block depth of the products whose XLA:CPU order is not identified ([`Kernel::Other`]): 256,
 /// `matrixmultiply`'s default, which hlosim used for every dot before the order above was

@@ -8,7 +8,11 @@
 //! base-dilation holes are branched over, not added as zeros. A convolution whose operands
 //! XLA swaps ([`super::swap`]) runs there too: the swapped one reverses its window and walks
 //! the original input as its window, so its taps are the original input positions from the
-//! last to the first ([`Taps::Backward`]), features innermost as before.
+//! last to the first ([`Taps::Backward`]), features innermost as before. This holds whether
+//! or not the original window was reversed: the swapper marks every swapped dimension reversed
+//! and reverses the kernel only where the original was not (XLA's `conv_operand_swapper.cc`,
+//! and the optimized HLO of a reversed 5-tap window over 3 positions shows
+//! `rhs_reversal=1` with no `reverse`), so the loop is the same.
 //!
 //! The feature loop is where LLVM changes the order: a short one is unrolled whole and stays
 //! one chain, a longer one is vectorized 8 wide in 4 interleaved parts (the fold is in
@@ -28,10 +32,10 @@
 //!
 //! Declined (the direct loop, within tolerance): batch groups (XLA rewrites them; 95% of the
 //! bits matched), a reversed window that is 1 everywhere without padding (XLA makes it a `dot`,
-//! the reversal being a no-op), negative padding (measured once), a swapped convolution that
-//! was reversed already (the swap turns the reversal off, so the swapped convolution leaves
-//! this loop; its order was not measured), and other element types: operands of two types, or
-//! a result other than f32 or the operands' type (the caller's check).
+//! the reversal being a no-op), negative padding (measured once), small swapped convolutions
+//! whose dilated window reads through negative padding once swapped (below), and other element
+//! types: operands of two types, or a result other than f32 or the operands' type (the
+//! caller's check).
 
 use super::Geom;
 
@@ -60,13 +64,32 @@ pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<Taps> 
         return None;
     }
     if swapped {
-        return (!reversed).then_some(Taps::Backward);
+        return (!unrolled_through_negative_padding(g)).then_some(Taps::Backward);
     }
     let becomes_dot = g
         .win
         .iter()
         .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
     (reversed && !becomes_dot).then_some(Taps::Forward)
+}
+
+/// Whether LLVM may unroll the swapped convolution `g` whole around a dilated read through
+/// negative padding, where it was measured to leave FMAs out: one batch row and one output
+/// feature (so nothing but the spatial loops), and a dimension whose swapped form reads its
+/// input (the original kernel, base dilated by the window dilation) through negative padding.
+/// A 5×5 window with dilation 2 over a 2×2 input padded by 4 (swapped padding −3, one valid tap
+/// per output) had one output's products added without FMAs in 1 seed of 6, and the same in
+/// 1-D in 3 of 6; 7 taps padded by 6 in 2 of 6. With 4 output features or 2 batch rows, and
+/// with non-negative swapped padding, every seed was one chain. Which unrolled shapes keep the
+/// FMAs is not known, so all of this kind are declined.
+fn unrolled_through_negative_padding(g: &Geom) -> bool {
+    let dilated_read = g.win.iter().zip(&g.in_sp).any(|(w, &input)| {
+        let dilated_input = 1 + (input as i64 - 1) * w.base_dilation;
+        let dilated_window = 1 + (w.size - 1) * w.window_dilation;
+        let pad = w.pad_lo.min(w.pad_hi);
+        w.window_dilation > 1 && dilated_input + pad < dilated_window
+    });
+    dilated_read && g.out_batch == 1 && g.out_feat == 1
 }
 
 #[cfg(test)]
@@ -103,12 +126,31 @@ mod tests {
             order(&geom(8, window(3, 0, false)), 1, true),
             Some(Taps::Backward)
         );
+        assert_eq!(
+            order(&geom(8, window(5, 4, true)), 1, true),
+            Some(Taps::Backward)
+        );
+        // The swapped form of a dilated window reading through negative padding.
+        let dilated = |pad| WindowDim {
+            window_dilation: 2,
+            ..window(5, pad, false)
+        };
+        let two_inputs = |w| Geom::for_rules(vec![w], vec![2], 12);
+        assert_eq!(order(&two_inputs(dilated(4)), 1, true), None);
+        assert_eq!(
+            order(&two_inputs(dilated(7)), 1, true),
+            Some(Taps::Backward)
+        );
+        let four_features = Geom {
+            out_feat: 4,
+            ..two_inputs(dilated(4))
+        };
+        assert_eq!(order(&four_features, 1, true), Some(Taps::Backward));
         // Vectorized feature loops, batch groups, a 1x1 reversal (a dot), a plain window.
         assert_eq!(order(&geom(41, reversed), 1, false), None);
         assert_eq!(order(&geom(64, reversed), 1, false), None);
         assert_eq!(order(&geom(24, reversed), 2, false), None);
         assert_eq!(order(&geom(31, window(1, 0, true)), 1, false), None);
         assert_eq!(order(&geom(8, window(3, 1, false)), 1, false), None);
-        assert_eq!(order(&geom(8, window(3, 0, true)), 1, true), None);
     }
 }
