@@ -9,12 +9,12 @@
 //!   columns into panels and sums each output element in f32 fused multiply-adds in k order
 //!   from zero, in 1, 2 or 4 interleaved chains, within blocks of `kc` terms, each block's
 //!   sum added to the output in turn; the panels, lanes and `kc` depend on M and N
-//!   ([`ynn_panels`]). bf16 operands with an f32 result and a row-major rhs go to its bf16
-//!   kernel, which takes each pair of terms odd first ([`ynn_panels::bf16_panels`]); with an
-//!   rhs contiguous in k they go to a packed bf16 kernel whose order is not reproduced
-//!   (within tolerance). Every other bf16 product (a bf16 or f16 result, or an f32 or f16
-//!   operand beside the bf16 one) has its operands converted to f32 first (the optimized HLO
-//!   shows the `convert`s) and runs in the f32 order, the result rounded once.
+//!   ([`ynn_panels`]). bf16 operands with an f32 result go to its bf16 kernel, which takes
+//!   each pair of terms odd first ([`ynn_panels::bf16_panels`]), whichever the rhs layout,
+//!   unless M and N are both at most 3. Every other bf16 product (a bf16 or f16 result, an
+//!   f32 or f16 operand beside the bf16 one, or that small output) has its operands
+//!   converted to f32 first (the optimized HLO shows the `convert`s) and runs in the f32
+//!   order, the result rounded once.
 //! - **A tiny product** (M, K and N all below 8) is not YNNPACK's (`IsDotSupportedByYnn`
 //!   rejects it: "If this dot is small, our overhead is probably too significant") but a
 //!   plain `dot` of XLA's own emitter: one FMA chain over K per output, whatever the types
@@ -61,12 +61,13 @@ pub(crate) enum Kernel {
     /// tiled kernel of [`ynn_panels`]. `packed_rhs`: the rhs is contiguous in k (in XLA's
     /// layout), so YNNPACK packs it and cuts the columns as it does for large products.
     Tiled { packed_rhs: bool },
-    /// bf16 operands with an f32 result, M, N > 1, the lhs contiguous in k and a row-major
-    /// rhs: YNNPACK's bf16 kernel ([`ynn_panels::bf16_panels`]).
+    /// bf16 operands with an f32 result, the lhs contiguous in k, M, N > 1 and one of them
+    /// above [`BF16_CONVERTED_EXTENT`]: YNNPACK's bf16 kernel ([`ynn_panels::bf16_panels`]),
+    /// the same order with the rhs packed (contiguous in k) or not.
     Bf16Pairs,
-    /// A transposed lhs (contracting its major dimension), or bf16 operands with an f32
-    /// result and an rhs contiguous in k (YNNPACK's packed bf16 kernel), M, N > 1: another
-    /// kernel, whose order is not identified (every column gets [`UNIDENTIFIED_BLOCK_DEPTH`]).
+    /// A transposed lhs (contracting its major dimension) with M, N > 1 (Eigen's product),
+    /// or a dot of two vectors that YNNPACK reduces ([`Kernel::DotProduct`]): orders not
+    /// identified beyond one block (every column gets [`UNIDENTIFIED_BLOCK_DEPTH`]).
     Other,
     /// One FMA chain over all of K per output, from zero ([`lane_panel`] with one block):
     /// XLA's column-major matrix-vector emitter (`ColumnMajorMatrixVectorProductEmitter`),
@@ -108,8 +109,9 @@ impl Kernel {
             (_, 1) | (1, _) => Kernel::Chain,
             _ if m.max(n).max(k) < YNN_MIN_EXTENT => Kernel::Chain,
             _ if lhs_k_stride != 1 => Kernel::Other,
-            _ if lt == BF16 && rt == BF16 && ty == F32 && rhs_k_stride != 1 => Kernel::Bf16Pairs,
-            _ if lt == BF16 && rt == BF16 && ty == F32 => Kernel::Other,
+            _ if lt == BF16 && rt == BF16 && ty == F32 && m.max(n) > BF16_CONVERTED_EXTENT => {
+                Kernel::Bf16Pairs
+            }
             _ => Kernel::Tiled {
                 packed_rhs: rhs_k_stride == 1,
             },
@@ -121,6 +123,11 @@ impl Kernel {
 /// (`IsDotSupportedByYnn` in XLA's `backends/cpu/ynn_support.cc`); smaller ones are XLA's own
 /// `dot`, as the optimized HLO shows for 4×7×4 but not for 2×8×2 or 8×7×8.
 pub(crate) const YNN_MIN_EXTENT: usize = 8;
+
+/// The largest M and N of a bf16 product with an f32 result that XLA:CPU converts to f32
+/// instead of running YNNPACK's bf16 kernel: measured over M and N in 2..12 and K of 8, 300
+/// and 5000, the optimized HLO converts the operands exactly when M and N are both at most 3.
+pub(crate) const BF16_CONVERTED_EXTENT: usize = 3;
 
 /// The block depth of the products whose XLA:CPU order is not identified ([`Kernel::Other`]): 256,
 /// `matrixmultiply`'s default, which hlosim used for every dot before the order above was
