@@ -201,13 +201,16 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
             shape: out_shape,
         }));
     }
-    // XLA:CPU's orders for 2-D windows (stencil.rs, pointwise.rs): f32 and f16 operands (bf16
-    // ones go to another YNNPACK kernel, as for dots), outside the 16-bit mixes that run in bf16.
+    // XLA:CPU's orders for 2-D windows (stencil.rs, pointwise.rs) and Eigen's (eigen.rs): f32,
+    // f16 and bf16 operands (XLA converts 16-bit ones to f32 first; f16 ones only for YNNPACK,
+    // Eigen runs f16 natively), outside the 16-bit mixes that run in bf16.
     // A convolution XLA:CPU swaps runs in a loop of its own (swap.rs, own_loop.rs).
     let xla_cpu = accumulation == DotAccumulation::XlaCpu;
     let swapped = swap::operands_swapped(&g, fgc, bgc);
     let xla_order = xla_cpu && !swapped;
-    let all_f32 = [it, kt, ty].iter().all(|&t| t == ElementType::F32);
+    let eigen_types = [it, kt, ty]
+        .iter()
+        .all(|&t| matches!(t, ElementType::F32 | ElementType::BF16));
     // XLA:CPU's own loop (own_loop.rs) was measured for f32, f16 and bf16 operands of one type
     // with a result of that type or f32.
     let own_loop_types = it == kt
@@ -216,7 +219,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
     let pointwise_xla = xla_order
         && [it, kt]
             .iter()
-            .all(|t| matches!(t, ElementType::F32 | ElementType::F16))
+            .all(|t| matches!(t, ElementType::F32 | ElementType::F16 | ElementType::BF16))
         && !convert::computed_in_bf16(it, kt, ty);
     let data = match Compute::for_result(ty)? {
         Compute::F32 if accumulation == DotAccumulation::F64 => {
@@ -231,7 +234,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
         Compute::F32 => {
             let a = convert::gather_f32(&input.data, it, &all_in);
             let k = convert::gather_f32(&kernel.data, kt, &all_k);
-            let result_ok = matches!(ty, ElementType::F32 | ElementType::F16);
+            let result_ok = matches!(ty, ElementType::F32 | ElementType::F16 | ElementType::BF16);
             let window = (pointwise_xla && result_ok)
                 .then(|| stencil::applies(&g, fgc, bgc))
                 .flatten();
@@ -239,7 +242,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                 stencil::product(&a, &k, &g, choice)
             } else if pointwise_xla && pointwise::applies(&g, fgc * bgc) && stencil::in_ynn(&g, 1) {
                 pointwise::product(&a, &k, &g)
-            } else if let Some(order) = (xla_order && all_f32)
+            } else if let Some(order) = (xla_order && eigen_types)
                 .then(|| eigen::order(&g, fgc, bgc))
                 .flatten()
             {

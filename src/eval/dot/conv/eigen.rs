@@ -29,8 +29,10 @@
 //! bit-exact (fixtures `conv_eigen_*`). Out-of-range taps and dilation holes are skipped rather
 //! than added as zero products, which differs only where a kernel value is infinite or NaN.
 //! A reversed window never comes here: XLA:CPU emits its own loop for it ([`super::own_loop`]).
-//! Not reproduced: batch groups and f16/bf16 operands (not measured); those keep the direct
-//! loop.
+//! bf16 operands (and a bf16 result) are included: XLA:CPU converts them to f32 before the
+//! convolution, so the order is the f32 one (random base-dilated, 1-D and 3-D shapes with bf16
+//! operands: every claimed one bit-exact). Not reproduced: batch groups and f16 operands (not
+//! measured); those keep the direct loop.
 
 use super::Geom;
 

@@ -1,7 +1,7 @@
 //! Convolutions that are matrix products, run in XLA:CPU's order.
 //!
 //! XLA:CPU canonicalises a convolution to `b01f_01io->b01f` (`ConvCanonicalization`,
-//! transposes around it; f16 operands converted to f32) and hands a 2-D one to YNNPACK. With a
+//! transposes around it; f16 and bf16 operands converted to f32) and hands a 2-D one to YNNPACK. With a
 //! window of size 1 in both spatial dimensions, no padding, no base dilation and one feature
 //! and batch group, each output element `out[b, s, o]` is `Σ_c in[b, s·stride, c] · k[c, o]`:
 //! a `[M, K] x [K, N]` product with M = batch × output positions, K = input features, N =
@@ -9,7 +9,8 @@
 //! and N are (a single position or a single output feature included). So hlosim runs it
 //! through [`xla_order::Kernel::Tiled`]: bit-exact with XLA:CPU where that kernel's order is
 //! identified (measured with the oracle for `bf01` and `b01f` layouts, strides 1 and 2, M = 1
-//! to 162, K = 32 to 2048, f32 and f16 operands; fixtures `conv_pointwise_*`).
+//! to 162, K = 32 to 2048, f32 and f16 operands, bf16 ones in random shapes; fixtures
+//! `conv_pointwise_*`).
 //!
 //! [`super::stencil`] comes first: it runs a 1×1 window as YNNPACK's one-tap stencil dot
 //! (the same order with its own panel choice, which differs for few input features), and the

@@ -58,8 +58,8 @@
 //! (depthwise) is the narrow panel with no full lane group: each output's rounded products
 //! added in tap order.
 //!
-//! Also measured and included: f16 operands (XLA:CPU converts them to f32 first; the f32 sum is
-//! rounded once) and window dilation (the stencil's taps are further apart, the order is the
+//! Also measured and included: f16 and bf16 operands (XLA:CPU converts them to f32 first, as
+//! its optimized HLO shows; the f32 sum is rounded once) and window dilation (the stencil's taps are further apart, the order is the
 //! same). Not included, being outside YNNPACK: window reversal ([`super::own_loop`]) and base
 //! dilation ([`eigen`]).
 //! Declined convolutions keep the direct loop, within tolerance.
