@@ -181,6 +181,23 @@ impl Default for WindowDim {
     }
 }
 
+impl WindowDim {
+    /// The extent of `n` input positions once base-dilated (holes between them): what the
+    /// window slides over before padding, for output sizes and the order rules alike.
+    pub fn dilated_input(&self, n: i64) -> i64 {
+        if n == 0 {
+            0
+        } else {
+            (n - 1) * self.base_dilation + 1
+        }
+    }
+
+    /// The extent the window covers once window-dilated.
+    pub fn span(&self) -> i64 {
+        (self.size - 1) * self.window_dilation + 1
+    }
+}
+
 /// A `window={size=... stride=... pad=... lhs_dilate=... rhs_dilate=... rhs_reversal=...}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Window {

@@ -143,13 +143,8 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
             ));
         }
         let isz = id[u(cd.input_spatial[d])];
-        let dilated = if isz == 0 {
-            0
-        } else {
-            (isz - 1) * w.base_dilation + 1
-        };
-        let padded = dilated + w.pad_lo + w.pad_hi;
-        let span = (w.size - 1) * w.window_dilation + 1;
+        let padded = w.dilated_input(isz) + w.pad_lo + w.pad_hi;
+        let span = w.span();
         want[u(cd.output_spatial[d])] = if padded >= span && w.size > 0 {
             (padded - span) / w.stride + 1
         } else {

@@ -49,13 +49,8 @@ fn window_out_dims(in_dims: &[i64], win: &[WindowDim]) -> Result<Vec<i64>, EvalE
             if w.size < 1 || w.stride < 1 || w.base_dilation < 1 || w.window_dilation < 1 {
                 return err(format!("invalid window dimension {w:?}"));
             }
-            let dilated = if n == 0 {
-                0
-            } else {
-                (n - 1) * w.base_dilation + 1
-            };
-            let padded = dilated + w.pad_lo + w.pad_hi;
-            let span = (w.size - 1) * w.window_dilation + 1;
+            let padded = w.dilated_input(n) + w.pad_lo + w.pad_hi;
+            let span = w.span();
             Ok(if padded >= span {
                 (padded - span) / w.stride + 1
             } else {

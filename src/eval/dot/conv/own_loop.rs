@@ -84,10 +84,8 @@ pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<Taps> 
 /// FMAs is not known, so all of this kind are declined.
 fn unrolled_through_negative_padding(g: &Geom) -> bool {
     let dilated_read = g.win.iter().zip(&g.in_sp).any(|(w, &input)| {
-        let dilated_input = 1 + (input as i64 - 1) * w.base_dilation;
-        let dilated_window = 1 + (w.size - 1) * w.window_dilation;
         let pad = w.pad_lo.min(w.pad_hi);
-        w.window_dilation > 1 && dilated_input + pad < dilated_window
+        w.window_dilation > 1 && w.dilated_input(input as i64) + pad < w.span()
     });
     dilated_read && g.out_batch == 1 && g.out_feat == 1
 }
