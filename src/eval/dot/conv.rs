@@ -8,7 +8,8 @@
 //! YNNPACK), [`pointwise`] for the 1×1 ones YNNPACK sums as a matrix product where the stencil
 //! declines, [`eigen`] for shallow 1-D and 3-D ones and base-dilated (transposed) ones, and
 //! [`own_loop`] for reversed windows and the convolutions XLA swaps ([`swap`]), which run in a
-//! loop XLA emits itself. A pred result has rules of its own: [`pred`].
+//! loop XLA emits itself (its feature loop vectorized by LLVM past 40 features:
+//! [`vector_loop`]). A pred result has rules of its own: [`pred`].
 
 mod eigen;
 mod own_loop;
@@ -16,6 +17,7 @@ mod pointwise;
 mod pred;
 mod stencil;
 mod swap;
+mod vector_loop;
 
 use super::convert::{self, Compute};
 use crate::eval::reduce::{arrays, result_shapes, PARALLEL_WORK};
@@ -24,6 +26,7 @@ use crate::eval::{err, DotAccumulation, EvalError, KResult, Value};
 use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction, WindowDim};
 use num_complex::Complex;
 use own_loop::Taps::{self, Forward};
+use own_loop::{Features, LoopOrder};
 use rayon::prelude::*;
 
 /// Everything the inner loop needs, in element offsets.
@@ -248,11 +251,18 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                         conv_loop_with(&a, &k, &g, 0f32, fma, Some(&tap_add), Forward)
                     }
                 }
-            } else if let Some(taps) = (xla_cpu && own_loop_types)
-                .then(|| own_loop::order(&g, bgc, swapped))
+            } else if let Some(LoopOrder { taps, features }) = (xla_cpu && own_loop_types)
+                .then(|| own_loop::order(&g, bgc, swapped, it != ElementType::F32))
                 .flatten()
             {
-                conv_loop_with(&a, &k, &g, 0f32, fma, None, taps)
+                match features {
+                    Features::Chain => conv_loop_with(&a, &k, &g, 0f32, fma, None, taps),
+                    Features::Vectorized => conv_taps(&g, 0f32, taps, |acc, io, ko| {
+                        vector_loop::tap_sum(acc, g.cin_g, |i| {
+                            (a[io + i * g.is_f], k[ko + i * g.ks_i])
+                        })
+                    }),
+                }
             } else {
                 conv_loop(&a, &k, &g, 0f32, |acc, x, y| acc + x * y)
             };
@@ -375,6 +385,25 @@ fn conv_loop_with<T: Copy + Send + Sync>(
     tap_add: Option<&(dyn Fn(T, T) -> T + Sync)>,
     order: Taps,
 ) -> Vec<T> {
+    let chain = |acc: T, io: usize, ko: usize| {
+        (0..g.cin_g).fold(acc, |s, i| madd(s, a[io + i * g.is_f], k[ko + i * g.ks_i]))
+    };
+    match tap_add {
+        None => conv_taps(g, zero, order, chain),
+        Some(add) => conv_taps(g, zero, order, |acc, io, ko| add(acc, chain(zero, io, ko))),
+    }
+}
+
+/// Computes every output element in canonical (batch, feature, spatial...) order from `zero`,
+/// visiting its valid taps (those of each spatial dimension in `order`, the first dimension
+/// outermost): `tap(acc, input offset, kernel offset)` adds one tap's input features (the
+/// offsets are those of the group's first feature).
+fn conv_taps<T: Copy + Send + Sync>(
+    g: &Geom,
+    zero: T,
+    order: Taps,
+    tap: impl Fn(T, usize, usize) -> T + Sync,
+) -> Vec<T> {
     let nsp = g.out_sp.len();
     // taps[d][s]: valid input/kernel offsets per spatial dimension and output coordinate.
     let taps: Vec<Vec<Vec<(usize, usize)>>> = (0..nsp)
@@ -403,11 +432,7 @@ fn conv_loop_with<T: Copy + Send + Sync>(
                         io += x;
                         ko += y;
                     }
-                    let terms = (0..g.cin_g).map(|i| (a[io + i * g.is_f], k[ko + i * g.ks_i]));
-                    match tap_add {
-                        None => acc = terms.fold(acc, |s, (x, y)| madd(s, x, y)),
-                        Some(add) => acc = add(acc, terms.fold(zero, |s, (x, y)| madd(s, x, y))),
-                    }
+                    acc = tap(acc, io, ko);
                     let mut d = nsp;
                     loop {
                         if d == 0 {

@@ -15,8 +15,9 @@
 //! `rhs_reversal=1` with no `reverse`), so the loop is the same.
 //!
 //! The feature loop is where LLVM changes the order: a short one is unrolled whole and stays
-//! one chain, a longer one is vectorized 8 wide in 4 interleaved parts (the fold is in
-//! `docs/eval.md`). Where one turns into the other depends on LLVM's size threshold for full
+//! one chain ([`Features::Chain`]), a longer one is vectorized 8 wide in 4 interleaved parts
+//! ([`Features::Vectorized`], in [`super::vector_loop`], which says where it is claimed).
+//! Where one turns into the other depends on LLVM's size threshold for full
 //! unrolling, which counts the loop body's instructions. Measured with the oracle (random data,
 //! every element compared bit for bit; 1-D, 2-D and 3-D, strides, padding, base and window
 //! dilation, feature groups, `bf01`/`oi01` and other layouts, reversal of some dimensions):
@@ -53,24 +54,60 @@ pub(super) enum Taps {
     Backward,
 }
 
-/// The tap order of XLA:CPU's emitted loop for `g`, where its summation is one f32 FMA chain
-/// from zero over (tap, input feature), or `None` where `g` does not run in that loop or the
-/// order is not reproduced. `swapped` is [`super::swap::operands_swapped`] of `g`.
-pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<Taps> {
+/// How XLA:CPU's emitted loop sums one tap's input features into the running sum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Features {
+    /// One FMA chain (the feature loop unrolled whole).
+    Chain,
+    /// LLVM's vectorized feature loop ([`super::vector_loop`]).
+    Vectorized,
+}
+
+/// XLA:CPU's order for a convolution that runs in its emitted loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct LoopOrder {
+    pub taps: Taps,
+    pub features: Features,
+}
+
+/// The order of XLA:CPU's emitted loop for `g`, where its summation is f32 FMAs from zero over
+/// (tap, input feature), or `None` where `g` does not run in that loop or the order is not
+/// reproduced. `swapped` is [`super::swap::operands_swapped`] of `g`; `widened` says the
+/// operands are f16 or bf16 (summed in f32).
+pub(super) fn order(
+    g: &Geom,
+    batch_groups: i64,
+    swapped: bool,
+    widened: bool,
+) -> Option<LoopOrder> {
     let reversed = g.win.iter().any(|w| w.reversal);
     let padded_ok = g.win.iter().all(|w| w.pad_lo >= 0 && w.pad_hi >= 0);
-    let short = (1..=CHAIN_FEATURES).contains(&g.cin_g);
-    if batch_groups != 1 || !padded_ok || !short {
+    let features = if (1..=CHAIN_FEATURES).contains(&g.cin_g) {
+        Features::Chain
+    } else if !swapped && super::vector_loop::applies(g, widened) {
+        Features::Vectorized
+    } else {
+        return None;
+    };
+    if batch_groups != 1 || !padded_ok {
         return None;
     }
-    if swapped {
-        return (!unrolled_through_negative_padding(g)).then_some(Taps::Backward);
-    }
-    let becomes_dot = g
-        .win
-        .iter()
-        .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
-    (reversed && !becomes_dot).then_some(Taps::Forward)
+    let taps = if swapped {
+        if unrolled_through_negative_padding(g) {
+            return None;
+        }
+        Taps::Backward
+    } else {
+        let becomes_dot = g
+            .win
+            .iter()
+            .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
+        if !reversed || becomes_dot {
+            return None;
+        }
+        Taps::Forward
+    };
+    Some(LoopOrder { taps, features })
 }
 
 /// Whether LLVM may unroll the swapped convolution `g` whole around a dilated read through
@@ -110,22 +147,38 @@ mod tests {
         }
     }
 
+    /// The taps of `order` where it claims a one-chain feature loop.
+    fn chain_taps(g: &Geom, batch_groups: i64, swapped: bool) -> Option<Taps> {
+        let order = order(g, batch_groups, swapped, false);
+        assert_eq!(order, super::order(g, batch_groups, swapped, true));
+        order.map(|o| {
+            assert_eq!(o.features, Features::Chain);
+            o.taps
+        })
+    }
+
     /// The cases measured against XLA:CPU with the oracle (module documentation).
     #[test]
     fn claims_short_feature_loops_of_reversed_or_swapped_windows() {
         let reversed = window(3, 1, true);
-        assert_eq!(order(&geom(40, reversed), 1, false), Some(Taps::Forward));
-        assert_eq!(order(&geom(1, reversed), 1, false), Some(Taps::Forward));
         assert_eq!(
-            order(&geom(12, window(1, 1, true)), 1, false),
+            chain_taps(&geom(40, reversed), 1, false),
             Some(Taps::Forward)
         );
         assert_eq!(
-            order(&geom(8, window(3, 0, false)), 1, true),
+            chain_taps(&geom(1, reversed), 1, false),
+            Some(Taps::Forward)
+        );
+        assert_eq!(
+            chain_taps(&geom(12, window(1, 1, true)), 1, false),
+            Some(Taps::Forward)
+        );
+        assert_eq!(
+            chain_taps(&geom(8, window(3, 0, false)), 1, true),
             Some(Taps::Backward)
         );
         assert_eq!(
-            order(&geom(8, window(5, 4, true)), 1, true),
+            chain_taps(&geom(8, window(5, 4, true)), 1, true),
             Some(Taps::Backward)
         );
         // The swapped form of a dilated window reading through negative padding.
@@ -134,21 +187,58 @@ mod tests {
             ..window(5, pad, false)
         };
         let two_inputs = |w| Geom::for_rules(vec![w], vec![2], 12);
-        assert_eq!(order(&two_inputs(dilated(4)), 1, true), None);
+        assert_eq!(chain_taps(&two_inputs(dilated(4)), 1, true), None);
         assert_eq!(
-            order(&two_inputs(dilated(7)), 1, true),
+            chain_taps(&two_inputs(dilated(7)), 1, true),
             Some(Taps::Backward)
         );
         let four_features = Geom {
             out_feat: 4,
             ..two_inputs(dilated(4))
         };
-        assert_eq!(order(&four_features, 1, true), Some(Taps::Backward));
-        // Vectorized feature loops, batch groups, a 1x1 reversal (a dot), a plain window.
-        assert_eq!(order(&geom(41, reversed), 1, false), None);
-        assert_eq!(order(&geom(64, reversed), 1, false), None);
-        assert_eq!(order(&geom(24, reversed), 2, false), None);
-        assert_eq!(order(&geom(31, window(1, 0, true)), 1, false), None);
-        assert_eq!(order(&geom(8, window(3, 1, false)), 1, false), None);
+        assert_eq!(chain_taps(&four_features, 1, true), Some(Taps::Backward));
+        // Longer feature loops (not vectorized in this order: the input's features are not
+        // contiguous here), batch groups, a 1x1 reversal (a dot), a plain window.
+        assert_eq!(chain_taps(&geom(41, reversed), 1, false), None);
+        assert_eq!(chain_taps(&geom(64, reversed), 1, false), None);
+        assert_eq!(chain_taps(&geom(24, reversed), 2, false), None);
+        assert_eq!(chain_taps(&geom(31, window(1, 0, true)), 1, false), None);
+        assert_eq!(chain_taps(&geom(8, window(3, 1, false)), 1, false), None);
+    }
+
+    /// The vectorized loop: not swapped, 64 or more features per group (multiples of 8 for
+    /// 16-bit operands), the input's features contiguous, the kernel's strided by more than 8.
+    #[test]
+    fn claims_vectorized_feature_loops_where_measured() {
+        let reversed = window(3, 1, true);
+        let strided = |cin, is_f, ks_i| Geom {
+            is_f,
+            ks_i,
+            ..geom(cin, reversed)
+        };
+        let vectorized = Some(LoopOrder {
+            taps: Taps::Forward,
+            features: Features::Vectorized,
+        });
+        assert_eq!(order(&strided(64, 1, 16), 1, false, false), vectorized);
+        assert_eq!(order(&strided(520, 1, 9), 1, false, false), vectorized);
+        // A swapped convolution, batch groups.
+        assert_eq!(order(&strided(64, 1, 16), 1, true, false), None);
+        assert_eq!(order(&strided(64, 1, 16), 2, false, false), None);
+        // Between the chain and the vectorized loop; a scalar remainder (claimed for f32
+        // operands only); the strides.
+        assert_eq!(order(&strided(56, 1, 16), 1, false, false), None);
+        assert_eq!(order(&strided(68, 1, 16), 1, false, false), vectorized);
+        assert_eq!(order(&strided(68, 1, 16), 1, false, true), None);
+        assert_eq!(order(&strided(72, 1, 16), 1, false, true), vectorized);
+        assert_eq!(order(&strided(64, 1, 8), 1, false, false), None);
+        assert_eq!(order(&strided(64, 2, 16), 1, false, false), None);
+        // Not reversed: not this loop at all.
+        let plain = Geom {
+            is_f: 1,
+            ks_i: 16,
+            ..geom(64, window(3, 1, false))
+        };
+        assert_eq!(order(&plain, 1, false, false), None);
     }
 }

@@ -1,0 +1,257 @@
+//! The summation order of XLA:CPU's emitted convolution loop ([`super::own_loop`]) once LLVM
+//! has vectorized its feature loop.
+//!
+//! Past [`super::own_loop::CHAIN_FEATURES`] LLVM stops unrolling the innermost loop (over the
+//! group's input features) into one chain and vectorizes it instead. The shape of the result
+//! follows LLVM's loop vectorizer, read from the object code XLA:CPU emitted for these
+//! convolutions (`XLA_FLAGS=--xla_dump_to`) and confirmed on random data, every output bit
+//! compared:
+//! - **Main loop.** 8 lanes of f32 (256-bit AVX) interleaved 4 times ([`PARTS`]): 32 features
+//!   per iteration, `trip = features / 32` iterations (LLVM's interleave count with a known
+//!   trip count of at least 64 is 4). The running sum enters lane 0 of the first part, every
+//!   other lane starts at −0. Each lane is an FMA chain over the iterations.
+//!   - With 4 or more iterations the loop stays a loop: the parts are added
+//!     `((p0 + p1) + p2) + p3` and the 8 lanes then summed by halving (lanes `i` and `i + 4`,
+//!     then `i` and `i + 2`, then 0 and 1).
+//!   - With 2 or 3 iterations LLVM unrolls the loop whole and, the adds being reassociable,
+//!     the backend folds the four parts into one 8-lane FMA chain: the first part's iterations
+//!     in order, then each later part's in the order 1, 0, 2 (its first two products swap
+//!     places, the second being the product the chain starts from before reassociation);
+//!     then the halving sum.
+//! - **Vector epilogue.** The `features mod 32` features left run in a loop of one part
+//!   (LLVM vectorizes an epilogue when the main loop covers at least 16 features per
+//!   iteration): the running sum in lane 0, one FMA chain per lane, the halving sum. Its width
+//!   is LLVM's cheaper of 8 and 4 lanes for the count left ([`epilogue_lanes`]); what is left
+//!   after it is one scalar FMA chain. Below 8 left, LLVM's SLP vectorizer sums the unrolled
+//!   remainder the same way: 4 lanes for 4 to 7, a pair for 2 or 3 (its second product
+//!   rounded, an `fmul` of lane 1 added to lane 0), then one chain.
+//!
+//! f16 and bf16 operands are widened to f32 in the same loop (same lanes, parts and unrolling:
+//! bf16 and f16 operands with f32 results, which show every bit, were bit-exact), the sum
+//! rounded once to a 16-bit result.
+//!
+//! What hlosim claims ([`applies`]) is what was measured: the element types of
+//! [`super::own_loop`], at least [`VECTORIZED_FROM`] features per group (a multiple of 8 for
+//! 16-bit operands), the input's features contiguous, and the kernel's input features strided
+//! by more than [`MAX_INTERLEAVE_FACTOR`] elements, where LLVM loads the kernel's 8 lanes one
+//! by one. A kernel with a smaller stride (fewer than 9 output features in `01io`, or
+//! contiguous input features) is loaded as an interleaved group instead, which changes the
+//! interleave count, the unrolling and the scalar remainder LLVM keeps. Those orders, like
+//! those of swapped convolutions (whose operands have other strides), were not reproduced, and
+//! such convolutions are declined.
+
+use super::Geom;
+
+/// f32 lanes in one vector of the host's 256-bit AVX registers.
+const LANES: usize = 8;
+
+/// LLVM's interleave count for these loops: 4 vectors of [`LANES`] per iteration.
+const PARTS: usize = 4;
+
+/// The most main-loop iterations LLVM unrolls whole (its full-unroll size threshold over a
+/// body that loads the kernel lane by lane): 4 iterations were measured to stay a loop.
+const UNROLLED_ITERATIONS: usize = 3;
+
+/// The fewest features per group from which the feature loop is claimed vectorized. Up to 48
+/// it was measured unrolled into one chain, from 52 or 56 vectorized (the switch is LLVM's
+/// early full-unroll threshold, which counts the whole loop body); 64 keeps clear of it.
+pub(super) const VECTORIZED_FROM: usize = 64;
+
+/// LLVM's largest interleaved-access group: a kernel whose input features are at most this many
+/// elements apart is loaded as an interleaved group, which changes the loop (module docs).
+const MAX_INTERLEAVE_FACTOR: usize = 8;
+
+/// Whether XLA:CPU's emitted loop for `g` sums its feature loop in the vectorized order of
+/// this module. The caller has checked that `g` runs in that loop, not swapped, with element
+/// types measured there; `widened` says its operands are f16 or bf16, for which only multiples
+/// of 8 features were measured (the epilogue's choice of width weighs the loop body's cost,
+/// which the conversions change).
+pub(super) fn applies(g: &Geom, widened: bool) -> bool {
+    g.cin_g >= VECTORIZED_FROM
+        && (!widened || g.cin_g.is_multiple_of(LANES))
+        && g.is_f == 1
+        && g.ks_i > MAX_INTERLEAVE_FACTOR
+}
+
+/// The lanes of the vector epilogue for `rest` features left after the main loop (under 32):
+/// LLVM's cheapest of 8 and 4 lanes for that many iterations (4 where 12 to 15 or 20 to 23
+/// are left, measured for every count), and below 8 the SLP vectorizer's pair or quad over the
+/// unrolled remainder, which sums the same way.
+fn epilogue_lanes(rest: usize) -> usize {
+    match rest {
+        0 | 1 => 1,
+        2 | 3 => 2,
+        4..=7 | 12..=15 | 20..=23 => 4,
+        _ => LANES,
+    }
+}
+
+/// The running sum `acc` of one output element after one tap's `features` terms, in the order
+/// of the module documentation. `term(i)` is the input and kernel value of feature `i`.
+pub(super) fn tap_sum(acc: f32, features: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
+    let block = LANES * PARTS;
+    let trip = features / block;
+    let fma = |lane: f32, i: usize| {
+        let (x, w) = term(i);
+        x.mul_add(w, lane)
+    };
+    let mut lanes = start(acc);
+    let mut acc = if trip > UNROLLED_ITERATIONS {
+        let mut parts = [[-0.0f32; LANES]; PARTS];
+        parts[0] = lanes;
+        for it in 0..trip {
+            for (p, part) in parts.iter_mut().enumerate() {
+                let base = it * block + p * LANES;
+                for (l, lane) in part.iter_mut().enumerate() {
+                    *lane = fma(*lane, base + l);
+                }
+            }
+        }
+        let mut sum = parts[0];
+        for part in &parts[1..] {
+            for (s, x) in sum.iter_mut().zip(part) {
+                *s += x;
+            }
+        }
+        halving_sum(&mut sum)
+    } else {
+        for p in 0..PARTS {
+            for it in unrolled_iterations(p, trip) {
+                let base = it * block + p * LANES;
+                for (l, lane) in lanes.iter_mut().enumerate() {
+                    *lane = fma(*lane, base + l);
+                }
+            }
+        }
+        halving_sum(&mut lanes)
+    };
+    // The vector epilogue: one part of `width` lanes, its iterations in order.
+    let rest = features - trip * block;
+    let width = epilogue_lanes(rest);
+    let covered = trip * block + rest / width * width;
+    if width > 1 {
+        let mut lanes = start(acc);
+        let lanes = &mut lanes[..width];
+        for base in (trip * block..covered).step_by(width) {
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                *lane = fma(*lane, base + l);
+            }
+        }
+        acc = halving_sum(lanes);
+    }
+    // The scalar remainder: one chain.
+    (covered..features).fold(acc, fma)
+}
+
+/// A vector accumulator entered with the running sum: `acc` in lane 0, −0 (the identity of
+/// LLVM's reassociable add) elsewhere.
+fn start(acc: f32) -> [f32; LANES] {
+    let mut lanes = [-0.0f32; LANES];
+    lanes[0] = acc;
+    lanes
+}
+
+/// The iterations of part `part` in the one chain of a loop of `trip` iterations unrolled
+/// whole: in order for the first part, the first two swapped for the others.
+fn unrolled_iterations(part: usize, trip: usize) -> impl Iterator<Item = usize> {
+    let swap = part > 0 && trip >= 2;
+    (0..trip).map(move |it| match it {
+        0 if swap => 1,
+        1 if swap => 0,
+        _ => it,
+    })
+}
+
+/// LLVM's reduction of a power-of-two number of lanes: lanes `i` and `i + n/2`, then the same
+/// on the first half, down to lanes 0 and 1.
+fn halving_sum(lanes: &mut [f32]) -> f32 {
+    let mut n = lanes.len();
+    while n > 1 {
+        n /= 2;
+        for i in 0..n {
+            lanes[i] += lanes[i + n];
+        }
+    }
+    lanes[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BIG: f32 = 1_073_741_824.0; // 2^30: a 1 added to it is lost (f32 spacing 128)
+
+    /// Products of 1 except `BIG` at feature `big` and `-BIG` at feature `minus`: which ones
+    /// survive shows which features share a chain with the big value before it is cancelled.
+    fn cancel(big: usize, minus: usize) -> impl Fn(usize) -> (f32, f32) {
+        move |i| match i {
+            _ if i == big => (1.0, BIG),
+            _ if i == minus => (1.0, -BIG),
+            _ => (1.0, 1.0),
+        }
+    }
+
+    /// Expected sums derived by hand from the module documentation's order (feature `f` of
+    /// the main loop is iteration `f / 32`, part `f % 32 / 8`, lane `f % 8`).
+    #[test]
+    fn the_loop_keeps_parts_apart_and_the_unrolled_chain_joins_them() {
+        // 128 features, a loop: lane 0 of part 0 is features 0, 32, 64, 96. Cancelled at
+        // once, nothing is lost: 126 ones.
+        assert_eq!(tap_sum(0.0, 128, cancel(0, 32)), 126.0);
+        // Cancelled at feature 64: feature 32 is added to 2^30 and lost.
+        assert_eq!(tap_sum(0.0, 128, cancel(0, 64)), 125.0);
+        // Feature 8 is lane 0 of part 1: its chain (8, 40, 72, 104) holds -2^30 while part
+        // 0's (0, 32, 64, 96) holds 2^30, so 3 ones are lost in each before the fold: 120.
+        assert_eq!(tap_sum(0.0, 128, cancel(0, 8)), 120.0);
+        // 96 features, unrolled: one chain per lane, part 0's iterations 0, 1, 2 (features 0,
+        // 32, 64) then part 1's 1, 0, 2 (features 40, 8, 72): 32, 64 and 40 are added to
+        // 2^30 before feature 8 cancels it: 94 - 3 = 91.
+        assert_eq!(tap_sum(0.0, 96, cancel(0, 8)), 91.0);
+        // Cancelled at feature 40 instead, only 32 and 64 are lost: 92 (in iteration order,
+        // feature 8 would come before 40 and be lost too).
+        assert_eq!(tap_sum(0.0, 96, cancel(0, 40)), 92.0);
+    }
+
+    /// The vector epilogue sums its lanes by halving, the running sum in lane 0.
+    #[test]
+    fn the_epilogue_is_one_vector_of_eight_lanes() {
+        // 72 features: 64 in the main loop (all ones: 64), then features 64..72 in 8 lanes:
+        // 2^30 in lane 1 (feature 65) and -2^30 in lane 5 (feature 69) meet only in the
+        // halving sum, after every one was added: 64 + 6 = 70. One scalar chain would give
+        // 130 (64 + 1 + 2^30 rounds up by 128, then three ones lost).
+        assert_eq!(tap_sum(0.0, 72, cancel(65, 69)), 70.0);
+    }
+
+    #[test]
+    fn the_running_sum_enters_lane_zero() {
+        // The sum so far (2^30) meets feature 0's -2^30 first, so nothing is lost: 64 - 1 ones.
+        assert_eq!(
+            tap_sum(BIG, 64, |i| (1.0, if i == 0 { -BIG } else { 1.0 })),
+            63.0
+        );
+    }
+
+    /// 13 features left: 3 iterations of 4 lanes, then one scalar.
+    #[test]
+    fn thirteen_left_run_in_four_lanes() {
+        // 77 features: the main loop's 64 ones (exact), then features 64..76 in 4 lanes:
+        // lane 1 holds 2^30 from feature 65, so 69 and 73 are lost; lane 3 adds 67 (1) and
+        // then 71 (-2^30): the 1 is lost, and so is 75. Halving: (67 + 3) + (2^30 - 2^30) =
+        // 70, then feature 76: 71. In 8 lanes only 2 ones would be lost.
+        assert_eq!(tap_sum(0.0, 77, cancel(65, 71)), 71.0);
+    }
+
+    /// 2 features left: a pair, its second product rounded before it is added.
+    #[test]
+    fn two_left_are_a_pair_of_lanes() {
+        let x = 1.0 + f32::EPSILON * 2048.0; // 1 + 2^-12: its square is not an f32
+        let term = |i: usize| match i {
+            64 => (1.0, -1.0),
+            65 => (x, x),
+            _ => (0.0, 0.0),
+        };
+        // Lane 0: -1. Lane 1: (1 + 2^-12)^2 rounded to 1 + 2^-11. Their sum: 2^-11 (an FMA
+        // chain would keep the 2^-24 of the exact square: 2^-11 + 2^-24).
+        assert_eq!(tap_sum(0.0, 66, term), 2f32.powi(-11));
+    }
+}
