@@ -258,9 +258,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                 match features {
                     Features::Chain => conv_loop_with(&a, &k, &g, 0f32, fma, None, taps),
                     Features::Vectorized => conv_taps(&g, 0f32, taps, |acc, io, ko| {
-                        vector_loop::tap_sum(acc, g.cin_g, |i| {
-                            (a[io + i * g.is_f], k[ko + i * g.ks_i])
-                        })
+                        vector_loop::tap_sum(acc, g.cin_g, feature_terms(&a, &k, &g, io, ko))
                     }),
                 }
             } else {
@@ -386,12 +384,28 @@ fn conv_loop_with<T: Copy + Send + Sync>(
     order: Taps,
 ) -> Vec<T> {
     let chain = |acc: T, io: usize, ko: usize| {
-        (0..g.cin_g).fold(acc, |s, i| madd(s, a[io + i * g.is_f], k[ko + i * g.ks_i]))
+        let term = feature_terms(a, k, g, io, ko);
+        (0..g.cin_g).fold(acc, |s, i| {
+            let (x, y) = term(i);
+            madd(s, x, y)
+        })
     };
     match tap_add {
         None => conv_taps(g, zero, order, chain),
         Some(add) => conv_taps(g, zero, order, |acc, io, ko| add(acc, chain(zero, io, ko))),
     }
+}
+
+/// The input and kernel values of input feature `i` of the group at one tap, whose first
+/// feature is at input offset `io` and kernel offset `ko`.
+fn feature_terms<'a, T: Copy>(
+    a: &'a [T],
+    k: &'a [T],
+    g: &'a Geom,
+    io: usize,
+    ko: usize,
+) -> impl Fn(usize) -> (T, T) + 'a {
+    move |i| (a[io + i * g.is_f], k[ko + i * g.ks_i])
 }
 
 /// Computes every output element in canonical (batch, feature, spatial...) order from `zero`,

@@ -95,16 +95,18 @@ pub(super) fn tap_sum(acc: f32, features: usize, term: impl Fn(usize) -> (f32, f
         let (x, w) = term(i);
         x.mul_add(w, lane)
     };
-    let mut lanes = start(acc);
+    // One vector FMA: lane `l` takes feature `base + l`.
+    let step = |lanes: &mut [f32], base: usize| {
+        for (l, lane) in lanes.iter_mut().enumerate() {
+            *lane = fma(*lane, base + l);
+        }
+    };
     let mut acc = if trip > UNROLLED_ITERATIONS {
         let mut parts = [[-0.0f32; LANES]; PARTS];
-        parts[0] = lanes;
+        parts[0] = start(acc);
         for it in 0..trip {
             for (p, part) in parts.iter_mut().enumerate() {
-                let base = it * block + p * LANES;
-                for (l, lane) in part.iter_mut().enumerate() {
-                    *lane = fma(*lane, base + l);
-                }
+                step(part, it * block + p * LANES);
             }
         }
         let mut sum = parts[0];
@@ -115,12 +117,10 @@ pub(super) fn tap_sum(acc: f32, features: usize, term: impl Fn(usize) -> (f32, f
         }
         halving_sum(&mut sum)
     } else {
+        let mut lanes = start(acc);
         for p in 0..PARTS {
             for it in unrolled_iterations(p, trip) {
-                let base = it * block + p * LANES;
-                for (l, lane) in lanes.iter_mut().enumerate() {
-                    *lane = fma(*lane, base + l);
-                }
+                step(&mut lanes, it * block + p * LANES);
             }
         }
         halving_sum(&mut lanes)
@@ -133,9 +133,7 @@ pub(super) fn tap_sum(acc: f32, features: usize, term: impl Fn(usize) -> (f32, f
         let mut lanes = start(acc);
         let lanes = &mut lanes[..width];
         for base in (trip * block..covered).step_by(width) {
-            for (l, lane) in lanes.iter_mut().enumerate() {
-                *lane = fma(*lane, base + l);
-            }
+            step(lanes, base);
         }
         acc = halving_sum(lanes);
     }
