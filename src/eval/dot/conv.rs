@@ -252,7 +252,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                     }
                 }
             } else if let Some(LoopOrder { taps, features }) = (xla_cpu && own_loop_types)
-                .then(|| own_loop::order(&g, bgc, swapped, it != ElementType::F32))
+                .then(|| own_loop::order(&g, bgc, swapped))
                 .flatten()
             {
                 match features {

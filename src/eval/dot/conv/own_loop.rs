@@ -72,19 +72,14 @@ pub(super) struct LoopOrder {
 
 /// The order of XLA:CPU's emitted loop for `g`, where its summation is f32 FMAs from zero over
 /// (tap, input feature), or `None` where `g` does not run in that loop or the order is not
-/// reproduced. `swapped` is [`super::swap::operands_swapped`] of `g`; `widened` says the
-/// operands are f16 or bf16 (summed in f32).
-pub(super) fn order(
-    g: &Geom,
-    batch_groups: i64,
-    swapped: bool,
-    widened: bool,
-) -> Option<LoopOrder> {
+/// reproduced. `swapped` is [`super::swap::operands_swapped`] of `g`. f16 and bf16 operands,
+/// widened to f32, sum in the same order.
+pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOrder> {
     let reversed = g.win.iter().any(|w| w.reversal);
     let padded_ok = g.win.iter().all(|w| w.pad_lo >= 0 && w.pad_hi >= 0);
     let features = if (1..=CHAIN_FEATURES).contains(&g.cin_g) {
         Features::Chain
-    } else if !swapped && super::vector_loop::applies(g, widened) {
+    } else if !swapped && super::vector_loop::applies(g) {
         Features::Vectorized
     } else {
         return None;
@@ -149,8 +144,7 @@ mod tests {
 
     /// The taps of `order` where it claims a one-chain feature loop.
     fn chain_taps(g: &Geom, batch_groups: i64, swapped: bool) -> Option<Taps> {
-        let order = order(g, batch_groups, swapped, false);
-        assert_eq!(order, super::order(g, batch_groups, swapped, true));
+        let order = order(g, batch_groups, swapped);
         order.map(|o| {
             assert_eq!(o.features, Features::Chain);
             o.taps
@@ -197,8 +191,8 @@ mod tests {
             ..two_inputs(dilated(4))
         };
         assert_eq!(chain_taps(&four_features, 1, true), Some(Taps::Backward));
-        // Longer feature loops (not vectorized in this order: the input's features are not
-        // contiguous here), batch groups, a 1x1 reversal (a dot), a plain window.
+        // Longer feature loops (not vectorized in this order: the kernel's input features are
+        // not strided here), batch groups, a 1x1 reversal (a dot), a plain window.
         assert_eq!(chain_taps(&geom(41, reversed), 1, false), None);
         assert_eq!(chain_taps(&geom(64, reversed), 1, false), None);
         assert_eq!(chain_taps(&geom(24, reversed), 2, false), None);
@@ -206,8 +200,8 @@ mod tests {
         assert_eq!(chain_taps(&geom(8, window(3, 1, false)), 1, false), None);
     }
 
-    /// The vectorized loop: not swapped, 64 or more features per group (multiples of 8 for
-    /// 16-bit operands), the input's features contiguous, the kernel's strided by more than 8.
+    /// The vectorized loop: not swapped, 64 or more features per group, the input's features contiguous or strided by more than 8, the
+    /// kernel's strided by more than 8.
     #[test]
     fn claims_vectorized_feature_loops_where_measured() {
         let reversed = window(3, 1, true);
@@ -220,25 +214,25 @@ mod tests {
             taps: Taps::Forward,
             features: Features::Vectorized,
         });
-        assert_eq!(order(&strided(64, 1, 16), 1, false, false), vectorized);
-        assert_eq!(order(&strided(520, 1, 9), 1, false, false), vectorized);
+        assert_eq!(order(&strided(64, 1, 16), 1, false), vectorized);
+        assert_eq!(order(&strided(520, 1, 9), 1, false), vectorized);
         // A swapped convolution, batch groups.
-        assert_eq!(order(&strided(64, 1, 16), 1, true, false), None);
-        assert_eq!(order(&strided(64, 1, 16), 2, false, false), None);
-        // Between the chain and the vectorized loop; a scalar remainder (claimed for f32
-        // operands only); the strides.
-        assert_eq!(order(&strided(56, 1, 16), 1, false, false), None);
-        assert_eq!(order(&strided(68, 1, 16), 1, false, false), vectorized);
-        assert_eq!(order(&strided(68, 1, 16), 1, false, true), None);
-        assert_eq!(order(&strided(72, 1, 16), 1, false, true), vectorized);
-        assert_eq!(order(&strided(64, 1, 8), 1, false, false), None);
-        assert_eq!(order(&strided(64, 2, 16), 1, false, false), None);
+        assert_eq!(order(&strided(64, 1, 16), 1, true), None);
+        assert_eq!(order(&strided(64, 1, 16), 2, false), None);
+        // Between the chain and the vectorized loop; a remainder; the strides.
+        assert_eq!(order(&strided(56, 1, 16), 1, false), None);
+        assert_eq!(order(&strided(68, 1, 16), 1, false), vectorized);
+        assert_eq!(order(&strided(64, 1, 8), 1, false), None);
+        assert_eq!(order(&strided(64, 2, 16), 1, false), None);
+        assert_eq!(order(&strided(64, 8, 16), 1, false), None);
+        assert_eq!(order(&strided(64, 9, 16), 1, false), vectorized);
+        assert_eq!(order(&strided(141, 36, 16), 1, false), vectorized);
         // Not reversed: not this loop at all.
         let plain = Geom {
             is_f: 1,
             ks_i: 16,
             ..geom(64, window(3, 1, false))
         };
-        assert_eq!(order(&plain, 1, false, false), None);
+        assert_eq!(order(&plain, 1, false), None);
     }
 }

@@ -21,24 +21,26 @@
 //! - **Vector epilogue.** The `features mod 32` features left run in a loop of one part
 //!   (LLVM vectorizes an epilogue when the main loop covers at least 16 features per
 //!   iteration): the running sum in lane 0, one FMA chain per lane, the halving sum. Its width
-//!   is LLVM's cheaper of 8 and 4 lanes for the count left ([`epilogue_lanes`]); what is left
-//!   after it is one scalar FMA chain. Below 8 left, LLVM's SLP vectorizer sums the unrolled
-//!   remainder the same way: 4 lanes for 4 to 7, a pair for 2 or 3 (its second product
-//!   rounded, an `fmul` of lane 1 added to lane 0), then one chain.
+//!   is LLVM's choice of 8, 4 or 2 lanes for the count left ([`epilogue_lanes`]); what is left
+//!   after it (all of it, where 0 or 1 is left) is one scalar FMA chain. Below 8 left, LLVM's
+//!   SLP vectorizer sums the unrolled remainder the same way. A pair's second product is
+//!   rounded (an `fmul` of lane 1, or an FMA from −0) before the lanes are added.
 //!
-//! f16 and bf16 operands are widened to f32 in the same loop (same lanes, parts and unrolling:
-//! bf16 and f16 operands with f32 results, which show every bit, were bit-exact), the sum
-//! rounded once to a 16-bit result.
+//! f16 and bf16 operands are widened to f32 in the same loop (same lanes, parts, unrolling and
+//! epilogue: bf16 and f16 operands with f32 results, which show every bit, were bit-exact), the
+//! sum rounded once to a 16-bit result.
 //!
 //! What hlosim claims ([`applies`]) is what was measured: the element types of
-//! [`super::own_loop`], at least [`VECTORIZED_FROM`] features per group (a multiple of 8 for
-//! 16-bit operands), the input's features contiguous, and the kernel's input features strided
-//! by more than [`MAX_INTERLEAVE_FACTOR`] elements, where LLVM loads the kernel's 8 lanes one
-//! by one. A kernel with a smaller stride (fewer than 9 output features in `01io`, or
-//! contiguous input features) is loaded as an interleaved group instead, which changes the
-//! interleave count, the unrolling and the scalar remainder LLVM keeps. Those orders, like
-//! those of swapped convolutions (whose operands have other strides), were not reproduced, and
-//! such convolutions are declined.
+//! [`super::own_loop`], at least [`VECTORIZED_FROM`] features per group, and the kernel's
+//! input features strided by more than [`MAX_INTERLEAVE_FACTOR`] elements, where LLVM loads
+//! the kernel's 8 lanes one by one. The input's features may be contiguous (`b01f`, one
+//! vector load) or, like the kernel's, more than [`MAX_INTERLEAVE_FACTOR`] apart (`bf01` with
+//! a spatial size above 8, loaded lane by lane): both sum in this order. An operand with a
+//! stride from 2 to 8 (a kernel with fewer than 9 output features in `01io`, a kernel with
+//! contiguous input features, a `bf01` input of 2 to 8 positions) is loaded as an interleaved
+//! group instead, which changes the interleave count, the unrolling and the scalar remainder
+//! LLVM keeps. Those orders, like those of swapped convolutions (whose operands have other
+//! strides), were not reproduced, and such convolutions are declined.
 
 use super::Geom;
 
@@ -57,31 +59,30 @@ const UNROLLED_ITERATIONS: usize = 3;
 /// early full-unroll threshold, which counts the whole loop body); 64 keeps clear of it.
 pub(super) const VECTORIZED_FROM: usize = 64;
 
-/// LLVM's largest interleaved-access group: a kernel whose input features are at most this many
-/// elements apart is loaded as an interleaved group, which changes the loop (module docs).
+/// LLVM's largest interleaved-access group: an operand whose input features are from 2 to this
+/// many elements apart is loaded as an interleaved group, which changes the loop (module docs).
 const MAX_INTERLEAVE_FACTOR: usize = 8;
 
 /// Whether XLA:CPU's emitted loop for `g` sums its feature loop in the vectorized order of
 /// this module. The caller has checked that `g` runs in that loop, not swapped, with element
-/// types measured there; `widened` says its operands are f16 or bf16, for which only multiples
-/// of 8 features were measured (the epilogue's choice of width weighs the loop body's cost,
-/// which the conversions change).
-pub(super) fn applies(g: &Geom, widened: bool) -> bool {
+/// types measured there.
+pub(super) fn applies(g: &Geom) -> bool {
     g.cin_g >= VECTORIZED_FROM
-        && (!widened || g.cin_g.is_multiple_of(LANES))
-        && g.is_f == 1
+        && (g.is_f == 1 || g.is_f > MAX_INTERLEAVE_FACTOR)
         && g.ks_i > MAX_INTERLEAVE_FACTOR
 }
 
-/// The lanes of the vector epilogue for `rest` features left after the main loop (under 32):
-/// LLVM's cheapest of 8 and 4 lanes for that many iterations (4 where 12 to 15 or 20 to 23
-/// are left, measured for every count), and below 8 the SLP vectorizer's pair or quad over the
-/// unrolled remainder, which sums the same way.
+/// The lanes of the vector epilogue for `rest` features left after the main loop (under 32),
+/// 1 where there is none. Measured for every count, after loops of 2, 4 and 8 iterations, with
+/// f32, f16 and bf16 operands alike: 8 lanes where `rest mod 8` is under 4 (8 to 11, 16 to
+/// 19, 24 to 27 left), 4 where it is 4 or more (12 to 15, 20 to 23, 28 to 31); below 8, where
+/// LLVM's SLP vectorizer sums the unrolled remainder the same way, 4 lanes for 4 or 5 left and
+/// pairs for 2, 3, 6 or 7.
 fn epilogue_lanes(rest: usize) -> usize {
     match rest {
         0 | 1 => 1,
-        2 | 3 => 2,
-        4..=7 | 12..=15 | 20..=23 => 4,
+        2 | 3 | 6 | 7 => 2,
+        4 | 5 | 12..=15 | 20..=23 | 28..=31 => 4,
         _ => LANES,
     }
 }
@@ -125,17 +126,18 @@ pub(super) fn tap_sum(acc: f32, features: usize, term: impl Fn(usize) -> (f32, f
         }
         halving_sum(&mut lanes)
     };
-    // The vector epilogue: one part of `width` lanes, its iterations in order.
-    let rest = features - trip * block;
-    let width = epilogue_lanes(rest);
-    let covered = trip * block + rest / width * width;
+    // The vector epilogue, if any: one part of `width` lanes, its iterations in order.
+    let mut covered = trip * block;
+    let width = epilogue_lanes(features - covered);
     if width > 1 {
         let mut lanes = start(acc);
         let lanes = &mut lanes[..width];
-        for base in (trip * block..covered).step_by(width) {
+        let end = covered + (features - covered) / width * width;
+        for base in (covered..end).step_by(width) {
             step(lanes, base);
         }
         acc = halving_sum(lanes);
+        covered = end;
     }
     // The scalar remainder: one chain.
     (covered..features).fold(acc, fma)
@@ -251,5 +253,42 @@ mod tests {
         // Lane 0: -1. Lane 1: (1 + 2^-12)^2 rounded to 1 + 2^-11. Their sum: 2^-11 (an FMA
         // chain would keep the 2^-24 of the exact square: 2^-11 + 2^-24).
         assert_eq!(tap_sum(0.0, 66, term), 2f32.powi(-11));
+    }
+
+    /// Every feature is summed exactly once, whatever is left after the main loop: small
+    /// integer products keep every partial sum exact, so any order gives the integer sum.
+    #[test]
+    fn every_feature_counts_once() {
+        let term = |i: usize| ((i % 7) as f32, (1 + i % 3) as f32);
+        for features in VECTORIZED_FROM..=300 {
+            let want: usize = (0..features).map(|i| (i % 7) * (1 + i % 3)).sum();
+            assert_eq!(
+                tap_sum(5.0, features, term),
+                (want + 5) as f32,
+                "{features}"
+            );
+        }
+    }
+
+    /// 6 features left: pairs of lanes, 3 iterations.
+    #[test]
+    fn six_left_run_in_pairs() {
+        // 70 features: the unrolled loop's 64 ones, then features 64..70 in 2 lanes: lane 1
+        // holds 2^30 from feature 65, loses 67's 1, and 69 cancels it; lane 0 adds 64, 66,
+        // 68: 64 + 3 + 0 = 67. (In 4 lanes, 64..68 would be halved to 66 + 2^30, which rounds
+        // up to 2^30 + 128; then 68's 1 lost, 69 cancelling: 128.)
+        assert_eq!(tap_sum(0.0, 70, cancel(65, 69)), 67.0);
+    }
+
+    /// 28 features left: 4 lanes, 7 iterations.
+    #[test]
+    fn twenty_eight_left_run_in_four_lanes() {
+        // 92 features: the unrolled loop's 64 ones, then features 64..92 in 4 lanes: lane 1
+        // (65, 69, .., 89) holds 2^30 from 65 until 89 cancels it, its 5 ones in between
+        // lost; lanes 0, 2 and 3 add 7 each: 64 + 21 + 0 = 85. (In 8 lanes and a chain of 4,
+        // lane 1 would end at 2^30 and take every other lane's sum in the halving, 2^30 + 76
+        // rounding up to 2^30 + 128; the chain would lose 88's 1, cancel at 89 and add 90 and
+        // 91: 130.)
+        assert_eq!(tap_sum(0.0, 92, cancel(65, 89)), 85.0);
     }
 }
