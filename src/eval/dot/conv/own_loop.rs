@@ -21,13 +21,14 @@
 //! unrolling, which counts the loop body's instructions. Measured with the oracle (random data,
 //! every element compared bit for bit; 1-D, 2-D and 3-D, strides, padding, base and window
 //! dilation, feature groups, `bf01`/`oi01` and other layouts, reversal of some dimensions):
-//! one chain up to 48 features per group, vectorized from 52 in most shapes (not all: 56
-//! features once stayed a chain), so [`CHAIN_FEATURES`] leaves a margin.
+//! one chain up to 48 features per group (49 in 1-D), vectorized from 50
+//! ([`super::vector_loop::VECTORIZED_FROM`]); [`CHAIN_FEATURES`] leaves a margin below, and
+//! 41 to 49 features are declined.
 //!
 //! f16 and bf16 operands are widened to f32 and summed in the same f32 chain (their products
 //! are exact in f32), the sum rounded once to the result type (an f16 accumulator matched 32%
 //! of the bits). With an f32 result, which shows every bit of the sum, the loop was one chain
-//! up to 48 features and vectorized from 56, as for f32 operands, so the same limit holds. A
+//! up to 48 features and vectorized from 50, as for f32 operands, so the same limits hold. A
 //! 16-bit result hides most order differences in its rounding (bf16 results of 300 and 600
 //! features matched all but 0.1–0.4% of the elements), so it is claimed with the same limit.
 //!
@@ -220,13 +221,23 @@ mod tests {
         assert_eq!(order(&strided(64, 1, 16), 1, true), None);
         assert_eq!(order(&strided(64, 1, 16), 2, false), None);
         // Between the chain and the vectorized loop; a remainder; the strides.
-        assert_eq!(order(&strided(56, 1, 16), 1, false), None);
+        assert_eq!(order(&strided(49, 1, 16), 1, false), None);
+        assert_eq!(order(&strided(50, 1, 16), 1, false), vectorized);
         assert_eq!(order(&strided(68, 1, 16), 1, false), vectorized);
         assert_eq!(order(&strided(64, 1, 8), 1, false), None);
         assert_eq!(order(&strided(64, 2, 16), 1, false), None);
         assert_eq!(order(&strided(64, 8, 16), 1, false), None);
         assert_eq!(order(&strided(64, 9, 16), 1, false), vectorized);
         assert_eq!(order(&strided(141, 36, 16), 1, false), vectorized);
+        // A single input position under a 3-wide window, padding 2: declined while the main
+        // loop is unrolled (under 128 features).
+        let single = |cin| Geom {
+            is_f: 1,
+            ks_i: 16,
+            ..Geom::for_rules(vec![window(3, 2, true)], vec![1], cin)
+        };
+        assert_eq!(order(&single(127), 1, false), None);
+        assert_eq!(order(&single(128), 1, false), vectorized);
         // Not reversed: not this loop at all.
         let plain = Geom {
             is_f: 1,

@@ -6,19 +6,20 @@
 //! follows LLVM's loop vectorizer, read from the object code XLA:CPU emitted for these
 //! convolutions (`XLA_FLAGS=--xla_dump_to`) and confirmed on random data, every output bit
 //! compared:
-//! - **Main loop.** 8 lanes of f32 (256-bit AVX) interleaved 4 times ([`PARTS`]): 32 features
-//!   per iteration, `trip = features / 32` iterations (LLVM's interleave count with a known
-//!   trip count of at least 64 is 4). The running sum enters lane 0 of the first part, every
-//!   other lane starts at −0. Each lane is an FMA chain over the iterations.
+//! - **Main loop.** 8 lanes of f32 (256-bit AVX) interleaved 4 times ([`PARTS`]) from 64
+//!   features, twice from 50 to 63 (LLVM caps the interleave count so that the interleaved
+//!   loop runs at least twice, [`interleave_count`]): 32 (or 16) features per iteration,
+//!   `trip = features / 32` (or `/ 16`) iterations. The running sum enters lane 0 of the
+//!   first part, every other lane starts at −0. Each lane is an FMA chain over the iterations.
 //!   - With 4 or more iterations the loop stays a loop: the parts are added
 //!     `((p0 + p1) + p2) + p3` and the 8 lanes then summed by halving (lanes `i` and `i + 4`,
 //!     then `i` and `i + 2`, then 0 and 1).
 //!   - With 2 or 3 iterations LLVM unrolls the loop whole and, the adds being reassociable,
-//!     the backend folds the four parts into one 8-lane FMA chain: the first part's iterations
+//!     the backend folds the parts into one 8-lane FMA chain: the first part's iterations
 //!     in order, then each later part's in the order 1, 0, 2 (its first two products swap
 //!     places, the second being the product the chain starts from before reassociation);
 //!     then the halving sum.
-//! - **Vector epilogue.** The `features mod 32` features left run in a loop of one part
+//! - **Vector epilogue.** The features left after the main loop run in a loop of one part
 //!   (LLVM vectorizes an epilogue when the main loop covers at least 16 features per
 //!   iteration): the running sum in lane 0, one FMA chain per lane, the halving sum. Its width
 //!   is LLVM's choice of 8, 4 or 2 lanes for the count left ([`epilogue_lanes`]); what is left
@@ -31,7 +32,9 @@
 //! sum rounded once to a 16-bit result.
 //!
 //! What hlosim claims ([`applies`]) is what was measured: the element types of
-//! [`super::own_loop`], at least [`VECTORIZED_FROM`] features per group, and the kernel's
+//! [`super::own_loop`], at least [`VECTORIZED_FROM`] features per group (with an unrolled
+//! main loop, no spatial dimension of a single input position under a wider window: those
+//! summed some outputs in another order, not reproduced), and the kernel's
 //! input features strided by more than [`MAX_INTERLEAVE_FACTOR`] elements, where LLVM loads
 //! the kernel's 8 lanes one by one. The input's features may be contiguous (`b01f`, one
 //! vector load) or, like the kernel's, more than [`MAX_INTERLEAVE_FACTOR`] apart (`bf01` with
@@ -54,10 +57,13 @@ const PARTS: usize = 4;
 /// body that loads the kernel lane by lane): 4 iterations were measured to stay a loop.
 const UNROLLED_ITERATIONS: usize = 3;
 
-/// The fewest features per group from which the feature loop is claimed vectorized. Up to 48
-/// it was measured unrolled into one chain, from 52 or 56 vectorized (the switch is LLVM's
-/// early full-unroll threshold, which counts the whole loop body); 64 keeps clear of it.
-pub(super) const VECTORIZED_FROM: usize = 64;
+/// The fewest features per group from which the feature loop is claimed vectorized. Up to 49
+/// LLVM unrolls it whole into one chain, from 50 it vectorizes it (its early full-unroll
+/// threshold, which counts the whole loop body: measured in 1-D for 9 to 64 output features,
+/// and in random 1-D to 3-D shapes of 41 to 63 features, f32, f16 and bf16, `b01f` and
+/// `bf01`). An earlier probe once saw 56 features stay a chain, in a shape not recorded and
+/// not met again.
+pub(super) const VECTORIZED_FROM: usize = 50;
 
 /// LLVM's largest interleaved-access group: an operand whose input features are from 2 to this
 /// many elements apart is loaded as an interleaved group, which changes the loop (module docs).
@@ -67,9 +73,33 @@ const MAX_INTERLEAVE_FACTOR: usize = 8;
 /// this module. The caller has checked that `g` runs in that loop, not swapped, with element
 /// types measured there.
 pub(super) fn applies(g: &Geom) -> bool {
+    // An unrolled main loop where a spatial dimension of the input is a single position read
+    // by a wider window (all padding but one tap) was summed in another order in some outputs
+    // (a 1x1 or 4x1 input under a 3x3 window, padding 2: 81 to 92% of the bits); not
+    // reproduced.
+    let single_position = g
+        .win
+        .iter()
+        .zip(&g.in_sp)
+        .any(|(w, &n)| n == 1 && w.size > 1);
     g.cin_g >= VECTORIZED_FROM
+        && !(single_position && unrolled(g.cin_g))
         && (g.is_f == 1 || g.is_f > MAX_INTERLEAVE_FACTOR)
         && g.ks_i > MAX_INTERLEAVE_FACTOR
+}
+
+/// Whether LLVM unrolls the main loop over `features` whole (at most [`UNROLLED_ITERATIONS`]
+/// iterations: under 128 features).
+fn unrolled(features: usize) -> bool {
+    features / (LANES * interleave_count(features)) <= UNROLLED_ITERATIONS
+}
+
+/// LLVM's interleave count for a feature loop of `features` iterations: the largest power of
+/// two up to [`PARTS`] that leaves at least two vector iterations of the interleaved loop
+/// (4 from 64 features, 2 from 32).
+fn interleave_count(features: usize) -> usize {
+    let most = (features / (2 * LANES)).clamp(1, PARTS);
+    1 << most.ilog2()
 }
 
 /// The lanes of the vector epilogue for `rest` features left after the main loop (under 32),
@@ -90,7 +120,8 @@ fn epilogue_lanes(rest: usize) -> usize {
 /// The running sum `acc` of one output element after one tap's `features` terms, in the order
 /// of the module documentation. `term(i)` is the input and kernel value of feature `i`.
 pub(super) fn tap_sum(acc: f32, features: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
-    let block = LANES * PARTS;
+    let interleave = interleave_count(features);
+    let block = LANES * interleave;
     let trip = features / block;
     let fma = |lane: f32, i: usize| {
         let (x, w) = term(i);
@@ -102,8 +133,9 @@ pub(super) fn tap_sum(acc: f32, features: usize, term: impl Fn(usize) -> (f32, f
             *lane = fma(*lane, base + l);
         }
     };
-    let mut acc = if trip > UNROLLED_ITERATIONS {
-        let mut parts = [[-0.0f32; LANES]; PARTS];
+    let mut acc = if !unrolled(features) {
+        let mut all_parts = [[-0.0f32; LANES]; PARTS];
+        let parts = &mut all_parts[..interleave];
         parts[0] = start(acc);
         for it in 0..trip {
             for (p, part) in parts.iter_mut().enumerate() {
@@ -119,7 +151,7 @@ pub(super) fn tap_sum(acc: f32, features: usize, term: impl Fn(usize) -> (f32, f
         halving_sum(&mut sum)
     } else {
         let mut lanes = start(acc);
-        for p in 0..PARTS {
+        for p in 0..interleave {
             for it in unrolled_iterations(p, trip) {
                 step(&mut lanes, it * block + p * LANES);
             }
@@ -268,6 +300,20 @@ mod tests {
                 "{features}"
             );
         }
+    }
+
+    /// 50 to 63 features: 2 parts of 8 lanes, unrolled.
+    #[test]
+    fn fewer_than_64_features_interleave_twice() {
+        // 56 features: 3 iterations of 16, then 8 left in one vector. Lane 0 of the unrolled
+        // chain takes features 0, 16, 32 (part 0), then 24, 8, 40 (part 1): 2^30 from feature
+        // 0 is cancelled by feature 16 at once, nothing lost: 54 ones. (With 4 parts lane 0
+        // would take 0, 8, 16, 24 and lose feature 8's 1: 53.)
+        assert_eq!(tap_sum(0.0, 56, cancel(0, 16)), 54.0);
+        assert_eq!(interleave_count(50), 2);
+        assert_eq!(interleave_count(63), 2);
+        assert_eq!(interleave_count(64), 4);
+        assert_eq!(interleave_count(520), 4);
     }
 
     /// 6 features left: pairs of lanes, 3 iterations.
