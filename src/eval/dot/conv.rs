@@ -8,7 +8,7 @@
 //! YNNPACK), [`pointwise`] for the 1×1 ones YNNPACK sums as a matrix product where the stencil
 //! declines, [`eigen`] for shallow 1-D and 3-D ones and base-dilated (transposed) ones, and
 //! [`own_loop`] for reversed windows and the convolutions XLA swaps ([`swap`]), which run in a
-//! loop XLA emits itself (its feature loop vectorized by LLVM past 40 features:
+//! loop XLA emits itself (its feature loop vectorized by LLVM from 50 features:
 //! [`vector_loop`]). A pred result has rules of its own: [`pred`].
 
 mod eigen;
@@ -257,8 +257,9 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
             {
                 match features {
                     Features::Chain => conv_loop_with(&a, &k, &g, 0f32, fma, None, taps),
-                    Features::Vectorized => conv_taps(&g, 0f32, taps, |acc, io, ko| {
-                        vector_loop::tap_sum(acc, g.cin_g, feature_terms(&a, &k, &g, io, ko))
+                    Features::Vectorized(shape) => conv_taps(&g, 0f32, taps, |acc, io, ko| {
+                        let terms = feature_terms(&a, &k, &g, io, ko);
+                        vector_loop::tap_sum(shape, acc, g.cin_g, terms)
                     }),
                 }
             } else {
@@ -297,8 +298,9 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
 
 #[cfg(test)]
 impl Geom {
-    /// A geometry for the tests of the order rules, which read only the window, the input's
-    /// spatial sizes and the input features per group: one output element, offsets zero.
+    /// A geometry for the tests of the order rules, which read the window, the input's
+    /// spatial sizes, the input features per group and the output features: one output
+    /// element (one output feature), offsets zero.
     fn for_rules(win: Vec<WindowDim>, in_sp: Vec<usize>, cin_g: usize) -> Geom {
         let nsp = win.len();
         Geom {

@@ -21,14 +21,15 @@
 //! unrolling, which counts the loop body's instructions. Measured with the oracle (random data,
 //! every element compared bit for bit; 1-D, 2-D and 3-D, strides, padding, base and window
 //! dilation, feature groups, `bf01`/`oi01` and other layouts, reversal of some dimensions):
-//! one chain up to 48 features per group (49 in 1-D), vectorized from 50
-//! ([`super::vector_loop::VECTORIZED_FROM`]); [`CHAIN_FEATURES`] leaves a margin below, and
-//! 41 to 49 features are declined.
+//! one chain up to 49 features per group, vectorized from 50 ([`VECTORIZED_FROM`]: 296
+//! random shapes of 41 to 49 features, 1-D to 3-D, f32, f16 and bf16, 102 with `bf01`
+//! inputs, 70 swapped, were one chain), except that a convolution of one output feature stays
+//! one chain up to 59 ([`vectorized_from`]).
 //!
 //! f16 and bf16 operands are widened to f32 and summed in the same f32 chain (their products
 //! are exact in f32), the sum rounded once to the result type (an f16 accumulator matched 32%
 //! of the bits). With an f32 result, which shows every bit of the sum, the loop was one chain
-//! up to 48 features and vectorized from 50, as for f32 operands, so the same limits hold. A
+//! up to 49 features and vectorized from 50, as for f32 operands, so the same limits hold. A
 //! 16-bit result hides most order differences in its rounding (bf16 results of 300 and 600
 //! features matched all but 0.1–0.4% of the elements), so it is claimed with the same limit.
 //!
@@ -39,12 +40,8 @@
 //! types: operands of two types, or a result other than f32 or the operands' type (the
 //! caller's check).
 
+use super::vector_loop::{vector_loop, vectorized_from, VectorLoop, VECTORIZED_FROM};
 use super::Geom;
-
-/// The most input features per group for which hlosim claims XLA:CPU's emitted loop is one FMA
-/// chain: up to 48 were measured to be unrolled whole, 40 keeps clear of LLVM's unroll
-/// threshold for loop bodies a little larger than those measured.
-pub(super) const CHAIN_FEATURES: usize = 40;
 
 /// The order in which XLA:CPU's emitted loop visits the taps of one output element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +58,7 @@ pub(super) enum Features {
     /// One FMA chain (the feature loop unrolled whole).
     Chain,
     /// LLVM's vectorized feature loop ([`super::vector_loop`]).
-    Vectorized,
+    Vectorized(VectorLoop),
 }
 
 /// XLA:CPU's order for a convolution that runs in its emitted loop.
@@ -78,10 +75,17 @@ pub(super) struct LoopOrder {
 pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOrder> {
     let reversed = g.win.iter().any(|w| w.reversal);
     let padded_ok = g.win.iter().all(|w| w.pad_lo >= 0 && w.pad_hi >= 0);
-    let features = if (1..=CHAIN_FEATURES).contains(&g.cin_g) {
+    // A swapped convolution's output features are the original batch; its chain was measured
+    // up to 49 features, whatever the batch.
+    let chain_below = if swapped {
+        VECTORIZED_FROM
+    } else {
+        vectorized_from(g.out_feat)
+    };
+    let features = if (1..chain_below).contains(&g.cin_g) {
         Features::Chain
-    } else if !swapped && super::vector_loop::applies(g) {
-        Features::Vectorized
+    } else if let Some(shape) = vector_loop(g).filter(|_| !swapped) {
+        Features::Vectorized(shape)
     } else {
         return None;
     };
@@ -143,6 +147,17 @@ mod tests {
         }
     }
 
+    /// Whether `order` claims the vectorized feature loop over a reversed window.
+    fn vectorized(order: Option<LoopOrder>) -> bool {
+        matches!(
+            order,
+            Some(LoopOrder {
+                taps: Taps::Forward,
+                features: Features::Vectorized(_),
+            })
+        )
+    }
+
     /// The taps of `order` where it claims a one-chain feature loop.
     fn chain_taps(g: &Geom, batch_groups: i64, swapped: bool) -> Option<Taps> {
         let order = order(g, batch_groups, swapped);
@@ -192,56 +207,86 @@ mod tests {
             ..two_inputs(dilated(4))
         };
         assert_eq!(chain_taps(&four_features, 1, true), Some(Taps::Backward));
-        // Longer feature loops (not vectorized in this order: the kernel's input features are
-        // not strided here), batch groups, a 1x1 reversal (a dot), a plain window.
-        assert_eq!(chain_taps(&geom(41, reversed), 1, false), None);
-        assert_eq!(chain_taps(&geom(64, reversed), 1, false), None);
+        // The longest chains: 59 features of one output feature (`geom`'s), 49 of more or
+        // swapped; longer feature loops, batch groups, a 1x1 reversal (a dot), a plain window.
+        let sixteen_outputs = |cin| Geom {
+            out_feat: 16,
+            ..geom(cin, reversed)
+        };
+        let forward = Some(Taps::Forward);
+        assert_eq!(chain_taps(&geom(59, reversed), 1, false), forward);
+        assert!(vectorized(order(&geom(60, reversed), 1, false)));
+        assert_eq!(chain_taps(&sixteen_outputs(49), 1, false), forward);
+        assert!(vectorized(order(&sixteen_outputs(50), 1, false)));
+        let wide = window(5, 4, true);
+        assert_eq!(chain_taps(&geom(49, wide), 1, true), Some(Taps::Backward));
+        assert_eq!(order(&geom(50, wide), 1, true), None);
+        assert_eq!(
+            order(
+                &Geom {
+                    out_feat: 4,
+                    ..geom(50, reversed)
+                },
+                1,
+                false
+            ),
+            None
+        );
         assert_eq!(chain_taps(&geom(24, reversed), 2, false), None);
         assert_eq!(chain_taps(&geom(31, window(1, 0, true)), 1, false), None);
         assert_eq!(chain_taps(&geom(8, window(3, 1, false)), 1, false), None);
     }
 
-    /// The vectorized loop: not swapped, 64 or more features per group, the input's features contiguous or strided by more than 8, the
-    /// kernel's strided by more than 8.
+    /// The vectorized loop: not swapped, 50 or more features per group, more than 8 output
+    /// features, whatever the operands' layouts.
     #[test]
     fn claims_vectorized_feature_loops_where_measured() {
         let reversed = window(3, 1, true);
-        let strided = |cin, is_f, ks_i| Geom {
+        let laid_out = |cin, is_f, ks_i, out_feat| Geom {
             is_f,
             ks_i,
+            out_feat,
             ..geom(cin, reversed)
         };
-        let vectorized = Some(LoopOrder {
-            taps: Taps::Forward,
-            features: Features::Vectorized,
-        });
-        assert_eq!(order(&strided(64, 1, 16), 1, false), vectorized);
-        assert_eq!(order(&strided(520, 1, 9), 1, false), vectorized);
+        let claimed = |g: &Geom| vectorized(order(g, 1, false));
+        assert!(claimed(&laid_out(64, 1, 16, 16)));
+        assert!(claimed(&laid_out(520, 1, 9, 9)));
         // A swapped convolution, batch groups.
-        assert_eq!(order(&strided(64, 1, 16), 1, true), None);
-        assert_eq!(order(&strided(64, 1, 16), 2, false), None);
-        // Between the chain and the vectorized loop; a remainder; the strides.
-        assert_eq!(order(&strided(49, 1, 16), 1, false), None);
-        assert_eq!(order(&strided(50, 1, 16), 1, false), vectorized);
-        assert_eq!(order(&strided(68, 1, 16), 1, false), vectorized);
-        assert_eq!(order(&strided(64, 1, 8), 1, false), None);
-        assert_eq!(order(&strided(64, 2, 16), 1, false), None);
-        assert_eq!(order(&strided(64, 8, 16), 1, false), None);
-        assert_eq!(order(&strided(64, 9, 16), 1, false), vectorized);
-        assert_eq!(order(&strided(141, 36, 16), 1, false), vectorized);
+        assert_eq!(order(&laid_out(64, 1, 16, 16), 1, true), None);
+        assert_eq!(order(&laid_out(64, 1, 16, 16), 2, false), None);
+        // From 50 features; a remainder.
+        assert!(!claimed(&laid_out(49, 1, 16, 16)));
+        assert!(claimed(&laid_out(50, 1, 16, 16)));
+        assert!(claimed(&laid_out(68, 1, 16, 16)));
+        // 2 to 8 output features: declined, whatever the kernel's layout; one is claimed.
+        assert_eq!(order(&laid_out(64, 1, 8, 8), 1, false), None);
+        assert_eq!(order(&laid_out(64, 1, 1, 8), 1, false), None);
+        assert_eq!(order(&laid_out(64, 1, 1, 2), 1, false), None);
+        assert!(claimed(&laid_out(64, 1, 1, 1)));
+        // More, in any layout: a `..oi` kernel, an `oi01` one of a 2x2 window, `bf01` inputs
+        // of 2x2 and 6x6 positions.
+        assert!(claimed(&laid_out(64, 1, 1, 9)));
+        assert!(claimed(&laid_out(64, 1, 4, 16)));
+        assert!(claimed(&laid_out(64, 4, 16, 16)));
+        assert!(claimed(&laid_out(141, 36, 16, 16)));
         // A single input position under a 3-wide window, padding 2: declined while the main
         // loop is unrolled (under 128 features).
         let single = |cin| Geom {
-            is_f: 1,
-            ks_i: 16,
+            out_feat: 16,
             ..Geom::for_rules(vec![window(3, 2, true)], vec![1], cin)
         };
         assert_eq!(order(&single(127), 1, false), None);
-        assert_eq!(order(&single(128), 1, false), vectorized);
+        assert!(claimed(&single(128)));
+        // With one output feature the main loop is unrolled up to 17 iterations (575 features).
+        let single_output = |cin| Geom {
+            out_feat: 1,
+            ..single(cin)
+        };
+        assert_eq!(order(&single_output(575), 1, false), None);
+        assert!(claimed(&single_output(576)));
         // Not reversed: not this loop at all.
         let plain = Geom {
-            is_f: 1,
-            ks_i: 16,
+            out_feat: 16,
             ..geom(64, window(3, 1, false))
         };
         assert_eq!(order(&plain, 1, false), None);

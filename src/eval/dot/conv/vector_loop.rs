@@ -1,8 +1,9 @@
 //! The summation order of XLA:CPU's emitted convolution loop ([`super::own_loop`]) once LLVM
 //! has vectorized its feature loop.
 //!
-//! Past [`super::own_loop::CHAIN_FEATURES`] LLVM stops unrolling the innermost loop (over the
-//! group's input features) into one chain and vectorizes it instead. The shape of the result
+//! From [`VECTORIZED_FROM`] features per group (60 with one output feature,
+//! [`vectorized_from`]) LLVM stops unrolling the innermost loop (over the group's input
+//! features) into one chain and vectorizes it instead. The shape of the result
 //! follows LLVM's loop vectorizer, read from the object code XLA:CPU emitted for these
 //! convolutions (`XLA_FLAGS=--xla_dump_to`) and confirmed on random data, every output bit
 //! compared:
@@ -11,14 +12,15 @@
 //!   loop runs at least twice, [`interleave_count`]): 32 (or 16) features per iteration,
 //!   `trip = features / 32` (or `/ 16`) iterations. The running sum enters lane 0 of the
 //!   first part, every other lane starts at −0. Each lane is an FMA chain over the iterations.
-//!   - With 4 or more iterations the loop stays a loop: the parts are added
+//!   - With 4 or more iterations (18 or more with one output feature, [`VectorLoop`]) the
+//!     loop stays a loop: the parts are added
 //!     `((p0 + p1) + p2) + p3` and the 8 lanes then summed by halving (lanes `i` and `i + 4`,
 //!     then `i` and `i + 2`, then 0 and 1).
-//!   - With 2 or 3 iterations LLVM unrolls the loop whole and, the adds being reassociable,
-//!     the backend folds the parts into one 8-lane FMA chain: the first part's iterations
-//!     in order, then each later part's in the order 1, 0, 2 (its first two products swap
-//!     places, the second being the product the chain starts from before reassociation);
-//!     then the halving sum.
+//!   - With 2 or 3 iterations (up to 17 with one output feature) LLVM unrolls the loop whole
+//!     and, the adds being reassociable, the backend folds the parts into one 8-lane FMA
+//!     chain: the first part's iterations in order, then each later part's in the order 1, 0,
+//!     2, 3, ... (its first two products swap places, the second being the product the chain
+//!     starts from before reassociation); then the halving sum.
 //! - **Vector epilogue.** The features left after the main loop run in a loop of one part
 //!   (LLVM vectorizes an epilogue when the main loop covers at least 16 features per
 //!   iteration): the running sum in lane 0, one FMA chain per lane, the halving sum. Its width
@@ -31,19 +33,26 @@
 //! epilogue: bf16 and f16 operands with f32 results, which show every bit, were bit-exact), the
 //! sum rounded once to a 16-bit result.
 //!
-//! What hlosim claims ([`applies`]) is what was measured: the element types of
-//! [`super::own_loop`], at least [`VECTORIZED_FROM`] features per group (with an unrolled
-//! main loop, no spatial dimension of a single input position under a wider window: those
-//! summed some outputs in another order, not reproduced), and the kernel's
-//! input features strided by more than [`MAX_INTERLEAVE_FACTOR`] elements, where LLVM loads
-//! the kernel's 8 lanes one by one. The input's features may be contiguous (`b01f`, one
-//! vector load) or, like the kernel's, more than [`MAX_INTERLEAVE_FACTOR`] apart (`bf01` with
-//! a spatial size above 8, loaded lane by lane): both sum in this order. An operand with a
-//! stride from 2 to 8 (a kernel with fewer than 9 output features in `01io`, a kernel with
-//! contiguous input features, a `bf01` input of 2 to 8 positions) is loaded as an interleaved
-//! group instead, which changes the interleave count, the unrolling and the scalar remainder
-//! LLVM keeps. Those orders, like those of swapped convolutions (whose operands have other
-//! strides), were not reproduced, and such convolutions are declined.
+//! What hlosim claims ([`vector_loop`]) is what was measured: the element types of
+//! [`super::own_loop`], not swapped, at least [`vectorized_from`] features per group, one or
+//! more than [`FEW_OUTPUT_FEATURES`] output features, and, with an unrolled main loop, no spatial
+//! dimension of a single input position under a wider window (those summed some outputs in
+//! another order, not reproduced). The operands' layouts do not change the order: kernels
+//! whose input features are contiguous (`..oi`), the window's size apart (`oi01`, 1 to 27
+//! taps) or the output features apart (`..io`), inputs whose features are contiguous
+//! (`b01f`) or the spatial size apart (`bf01`, 1 to 729 positions), all summed in this order,
+//! bit for bit.
+//!
+//! The number of output features (over the whole convolution: 2 groups of 8 sum in this
+//! order) does change it. With one, the loop nest has no output-feature loop and LLVM's
+//! full-unroll thresholds let more through: one chain up to 59 features, and the main loop
+//! unrolled up to 17 iterations ([`UNROLLED_ITERATIONS_ONE_OUTPUT`]), the same order
+//! otherwise. With 2 to 8 XLA:CPU sums in other orders: 2, 4 and 8 output features with
+//! `..io` and `..oi` kernels and the result laid out `b0f` or `bf0` matched 22 to 93% of the
+//! bits under this model; not reproduced, declined. (Earlier this was put down to the
+//! kernel's stride, which in a `..io` kernel is the number of output features.) A swapped
+//! convolution's output features are the original batch, and its feature loop was not
+//! measured past 49 features: declined.
 
 use super::Geom;
 
@@ -53,26 +62,59 @@ const LANES: usize = 8;
 /// LLVM's interleave count for these loops: 4 vectors of [`LANES`] per iteration.
 const PARTS: usize = 4;
 
-/// The most main-loop iterations LLVM unrolls whole (its full-unroll size threshold over a
-/// body that loads the kernel lane by lane): 4 iterations were measured to stay a loop.
+/// The most main-loop iterations LLVM unrolls whole (its full-unroll size threshold over the
+/// loop nest): 4 iterations were measured to stay a loop.
 const UNROLLED_ITERATIONS: usize = 3;
 
-/// The fewest features per group from which the feature loop is claimed vectorized. Up to 49
-/// LLVM unrolls it whole into one chain, from 50 it vectorizes it (its early full-unroll
-/// threshold, which counts the whole loop body: measured in 1-D for 9 to 64 output features,
-/// and in random 1-D to 3-D shapes of 41 to 63 features, f32, f16 and bf16, `b01f` and
-/// `bf01`). An earlier probe once saw 56 features stay a chain, in a shape not recorded and
-/// not met again.
+/// [`UNROLLED_ITERATIONS`] for a convolution of one output feature, whose loop nest has no
+/// output-feature loop: 17 iterations (575 features) were unrolled, 18 stayed a loop.
+const UNROLLED_ITERATIONS_ONE_OUTPUT: usize = 17;
+
+/// The fewest features per group from which LLVM vectorizes the feature loop; up to one fewer
+/// it unrolls it whole into one chain (its early full-unroll threshold, which counts the
+/// whole loop nest). Measured on random 1-D to 3-D shapes of 41 to 63 features, f32, f16 and
+/// bf16, every layout of input and kernel. An earlier probe once saw 56 features stay a
+/// chain, in a shape not recorded and not met again.
 pub(super) const VECTORIZED_FROM: usize = 50;
 
-/// LLVM's largest interleaved-access group: an operand whose input features are from 2 to this
-/// many elements apart is loaded as an interleaved group, which changes the loop (module docs).
-const MAX_INTERLEAVE_FACTOR: usize = 8;
+/// [`VECTORIZED_FROM`] for a convolution of one output feature: one chain up to 59 features,
+/// vectorized from 60.
+const VECTORIZED_FROM_ONE_OUTPUT: usize = 60;
 
-/// Whether XLA:CPU's emitted loop for `g` sums its feature loop in the vectorized order of
-/// this module. The caller has checked that `g` runs in that loop, not swapped, with element
-/// types measured there.
-pub(super) fn applies(g: &Geom) -> bool {
+/// The most output features for which XLA:CPU's vectorized feature loop sums in an order not
+/// reproduced (module documentation), one excepted.
+const FEW_OUTPUT_FEATURES: usize = 8;
+
+/// The fewest features per group from which XLA:CPU's emitted loop for a convolution of
+/// `out_feat` output features vectorizes its feature loop, not swapped (a swapped one's
+/// output features are the original batch; only [`VECTORIZED_FROM`] was measured there).
+pub(super) fn vectorized_from(out_feat: usize) -> usize {
+    if out_feat == 1 {
+        VECTORIZED_FROM_ONE_OUTPUT
+    } else {
+        VECTORIZED_FROM
+    }
+}
+
+/// LLVM's vectorized feature loop for one convolution: what differs between convolutions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct VectorLoop {
+    /// The most main-loop iterations unrolled whole.
+    unrolled_iterations: usize,
+}
+
+/// XLA:CPU's vectorized feature loop for `g`, where it sums in the order of this module, or
+/// `None`. The caller has checked that `g` runs in that loop, not swapped, with element types
+/// measured there; the operands' layouts do not matter (module documentation).
+pub(super) fn vector_loop(g: &Geom) -> Option<VectorLoop> {
+    let unrolled_iterations = match g.out_feat {
+        1 => UNROLLED_ITERATIONS_ONE_OUTPUT,
+        n if n > FEW_OUTPUT_FEATURES => UNROLLED_ITERATIONS,
+        _ => return None,
+    };
+    let shape = VectorLoop {
+        unrolled_iterations,
+    };
     // An unrolled main loop where a spatial dimension of the input is a single position read
     // by a wider window (all padding but one tap) was summed in another order in some outputs
     // (a 1x1 or 4x1 input under a 3x3 window, padding 2: 81 to 92% of the bits); not
@@ -82,16 +124,23 @@ pub(super) fn applies(g: &Geom) -> bool {
         .iter()
         .zip(&g.in_sp)
         .any(|(w, &n)| n == 1 && w.size > 1);
-    g.cin_g >= VECTORIZED_FROM
-        && !(single_position && unrolled(g.cin_g))
-        && (g.is_f == 1 || g.is_f > MAX_INTERLEAVE_FACTOR)
-        && g.ks_i > MAX_INTERLEAVE_FACTOR
+    let claimed = g.cin_g >= vectorized_from(g.out_feat)
+        && !(single_position && shape.main_loop_unrolled(g.cin_g));
+    claimed.then_some(shape)
 }
 
-/// Whether LLVM unrolls the main loop over `features` whole (at most [`UNROLLED_ITERATIONS`]
-/// iterations: under 128 features).
-fn unrolled(features: usize) -> bool {
-    features / (LANES * interleave_count(features)) <= UNROLLED_ITERATIONS
+impl VectorLoop {
+    /// The shape of the vectorized loop of convolutions of more than [`FEW_OUTPUT_FEATURES`]
+    /// output features (for the unit tests, which sum features directly).
+    #[cfg(test)]
+    const WIDE: VectorLoop = VectorLoop {
+        unrolled_iterations: UNROLLED_ITERATIONS,
+    };
+
+    /// Whether LLVM unrolls the main loop over `features` whole.
+    fn main_loop_unrolled(self, features: usize) -> bool {
+        features / (LANES * interleave_count(features)) <= self.unrolled_iterations
+    }
 }
 
 /// LLVM's interleave count for a feature loop of `features` iterations: the largest power of
@@ -118,8 +167,14 @@ fn epilogue_lanes(rest: usize) -> usize {
 }
 
 /// The running sum `acc` of one output element after one tap's `features` terms, in the order
-/// of the module documentation. `term(i)` is the input and kernel value of feature `i`.
-pub(super) fn tap_sum(acc: f32, features: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
+/// of the module documentation for a loop of shape `shape`. `term(i)` is the input and kernel
+/// value of feature `i`.
+pub(super) fn tap_sum(
+    shape: VectorLoop,
+    acc: f32,
+    features: usize,
+    term: impl Fn(usize) -> (f32, f32),
+) -> f32 {
     let interleave = interleave_count(features);
     let block = LANES * interleave;
     let trip = features / block;
@@ -133,7 +188,7 @@ pub(super) fn tap_sum(acc: f32, features: usize, term: impl Fn(usize) -> (f32, f
             *lane = fma(*lane, base + l);
         }
     };
-    let mut acc = if !unrolled(features) {
+    let mut acc = if trip > shape.unrolled_iterations {
         let mut all_parts = [[-0.0f32; LANES]; PARTS];
         let parts = &mut all_parts[..interleave];
         parts[0] = start(acc);
@@ -229,19 +284,19 @@ mod tests {
     fn the_loop_keeps_parts_apart_and_the_unrolled_chain_joins_them() {
         // 128 features, a loop: lane 0 of part 0 is features 0, 32, 64, 96. Cancelled at
         // once, nothing is lost: 126 ones.
-        assert_eq!(tap_sum(0.0, 128, cancel(0, 32)), 126.0);
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 128, cancel(0, 32)), 126.0);
         // Cancelled at feature 64: feature 32 is added to 2^30 and lost.
-        assert_eq!(tap_sum(0.0, 128, cancel(0, 64)), 125.0);
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 128, cancel(0, 64)), 125.0);
         // Feature 8 is lane 0 of part 1: its chain (8, 40, 72, 104) holds -2^30 while part
         // 0's (0, 32, 64, 96) holds 2^30, so 3 ones are lost in each before the fold: 120.
-        assert_eq!(tap_sum(0.0, 128, cancel(0, 8)), 120.0);
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 128, cancel(0, 8)), 120.0);
         // 96 features, unrolled: one chain per lane, part 0's iterations 0, 1, 2 (features 0,
         // 32, 64) then part 1's 1, 0, 2 (features 40, 8, 72): 32, 64 and 40 are added to
         // 2^30 before feature 8 cancels it: 94 - 3 = 91.
-        assert_eq!(tap_sum(0.0, 96, cancel(0, 8)), 91.0);
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 96, cancel(0, 8)), 91.0);
         // Cancelled at feature 40 instead, only 32 and 64 are lost: 92 (in iteration order,
         // feature 8 would come before 40 and be lost too).
-        assert_eq!(tap_sum(0.0, 96, cancel(0, 40)), 92.0);
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 96, cancel(0, 40)), 92.0);
     }
 
     /// The vector epilogue sums its lanes by halving, the running sum in lane 0.
@@ -251,14 +306,17 @@ mod tests {
         // 2^30 in lane 1 (feature 65) and -2^30 in lane 5 (feature 69) meet only in the
         // halving sum, after every one was added: 64 + 6 = 70. One scalar chain would give
         // 130 (64 + 1 + 2^30 rounds up by 128, then three ones lost).
-        assert_eq!(tap_sum(0.0, 72, cancel(65, 69)), 70.0);
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 72, cancel(65, 69)), 70.0);
     }
 
     #[test]
     fn the_running_sum_enters_lane_zero() {
         // The sum so far (2^30) meets feature 0's -2^30 first, so nothing is lost: 64 - 1 ones.
         assert_eq!(
-            tap_sum(BIG, 64, |i| (1.0, if i == 0 { -BIG } else { 1.0 })),
+            tap_sum(VectorLoop::WIDE, BIG, 64, |i| (
+                1.0,
+                if i == 0 { -BIG } else { 1.0 }
+            )),
             63.0
         );
     }
@@ -270,7 +328,7 @@ mod tests {
         // lane 1 holds 2^30 from feature 65, so 69 and 73 are lost; lane 3 adds 67 (1) and
         // then 71 (-2^30): the 1 is lost, and so is 75. Halving: (67 + 3) + (2^30 - 2^30) =
         // 70, then feature 76: 71. In 8 lanes only 2 ones would be lost.
-        assert_eq!(tap_sum(0.0, 77, cancel(65, 71)), 71.0);
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 77, cancel(65, 71)), 71.0);
     }
 
     /// 2 features left: a pair, its second product rounded before it is added.
@@ -284,7 +342,7 @@ mod tests {
         };
         // Lane 0: -1. Lane 1: (1 + 2^-12)^2 rounded to 1 + 2^-11. Their sum: 2^-11 (an FMA
         // chain would keep the 2^-24 of the exact square: 2^-11 + 2^-24).
-        assert_eq!(tap_sum(0.0, 66, term), 2f32.powi(-11));
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 66, term), 2f32.powi(-11));
     }
 
     /// Every feature is summed exactly once, whatever is left after the main loop: small
@@ -295,11 +353,29 @@ mod tests {
         for features in VECTORIZED_FROM..=300 {
             let want: usize = (0..features).map(|i| (i % 7) * (1 + i % 3)).sum();
             assert_eq!(
-                tap_sum(5.0, features, term),
+                tap_sum(VectorLoop::WIDE, 5.0, features, term),
                 (want + 5) as f32,
                 "{features}"
             );
         }
+    }
+
+    /// One output feature: the main loop stays unrolled past 3 iterations (up to 17).
+    #[test]
+    fn one_output_feature_unrolls_further() {
+        let outputs = |out_feat| Geom {
+            out_feat,
+            ..Geom::for_rules(vec![], vec![], 128)
+        };
+        let shape = vector_loop(&outputs(1)).expect("one output feature is claimed");
+        // 128 features, unrolled: lane 0 takes features 0, 32, 64, 96 (part 0), then 40, 8,
+        // 72, 104 (part 1): 2^30 from feature 0 swallows the ones of 32, 64, 96 and 40 before
+        // feature 8 cancels it: 126 - 4 = 122. (The loop of 4 iterations loses 6: 120.)
+        assert_eq!(tap_sum(shape, 0.0, 128, cancel(0, 8)), 122.0);
+        assert_eq!(vector_loop(&outputs(16)), Some(VectorLoop::WIDE));
+        assert_eq!(vector_loop(&outputs(8)), None);
+        assert_eq!(vectorized_from(1), 60);
+        assert_eq!(vectorized_from(2), VECTORIZED_FROM);
     }
 
     /// 50 to 63 features: 2 parts of 8 lanes, unrolled.
@@ -309,7 +385,7 @@ mod tests {
         // chain takes features 0, 16, 32 (part 0), then 24, 8, 40 (part 1): 2^30 from feature
         // 0 is cancelled by feature 16 at once, nothing lost: 54 ones. (With 4 parts lane 0
         // would take 0, 8, 16, 24 and lose feature 8's 1: 53.)
-        assert_eq!(tap_sum(0.0, 56, cancel(0, 16)), 54.0);
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 56, cancel(0, 16)), 54.0);
         assert_eq!(interleave_count(50), 2);
         assert_eq!(interleave_count(63), 2);
         assert_eq!(interleave_count(64), 4);
@@ -323,7 +399,7 @@ mod tests {
         // holds 2^30 from feature 65, loses 67's 1, and 69 cancels it; lane 0 adds 64, 66,
         // 68: 64 + 3 + 0 = 67. (In 4 lanes, 64..68 would be halved to 66 + 2^30, which rounds
         // up to 2^30 + 128; then 68's 1 lost, 69 cancelling: 128.)
-        assert_eq!(tap_sum(0.0, 70, cancel(65, 69)), 67.0);
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 70, cancel(65, 69)), 67.0);
     }
 
     /// 28 features left: 4 lanes, 7 iterations.
@@ -335,6 +411,6 @@ mod tests {
         // lane 1 would end at 2^30 and take every other lane's sum in the halving, 2^30 + 76
         // rounding up to 2^30 + 128; the chain would lose 88's 1, cancel at 89 and add 90 and
         // 91: 130.)
-        assert_eq!(tap_sum(0.0, 92, cancel(65, 89)), 85.0);
+        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 92, cancel(65, 89)), 85.0);
     }
 }
