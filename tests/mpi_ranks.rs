@@ -15,17 +15,20 @@ use hlosim::io::npz::{read_npz, write_npz};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use tempfile::TempDir;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const BIN: &str = env!("CARGO_BIN_EXE_hlosim");
 /// Longest any launch here may take before it counts as a hang.
 const JOB_TIMEOUT: Duration = Duration::from_secs(300);
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hlosim_mpi_{}_{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for one test, named after it; removed with everything in it when dropped,
+/// so a run leaves nothing behind whether the test passes or fails.
+fn scratch(name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("hlosim_mpi_{name}_"))
+        .tempdir()
+        .expect("create a scratch directory")
 }
 
 /// Runs `cmd` to the end or kills it after `limit`; `None` when it had to be killed.
@@ -155,8 +158,9 @@ fn same_bits_as_in_process(stem: &str, ranks: &[usize], mode: &str) {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    let dir = scratch(&format!("{safe}_{mode}"));
-    let (args, devices) = write_args(stem, &dir);
+    let tmp = scratch(&format!("{safe}_{mode}"));
+    let dir = tmp.path();
+    let (args, devices) = write_args(stem, dir);
     let m = corpus_module(stem);
     let reference = dir.join("in_process.npz");
     let n = devices.to_string();
@@ -183,7 +187,6 @@ fn same_bits_as_in_process(stem: &str, ranks: &[usize], mode: &str) {
         ok(&o, &format!("{stem}: mpirun -n {r}"));
         assert_same_outputs(&reference, &[out], &format!("{stem}, {mode}, -n {r}"));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -228,8 +231,9 @@ fn the_device_model_on_4_ranks_gives_the_in_process_bits() {
 #[test]
 fn out_per_rank_writes_each_ranks_devices_under_their_own_numbers() {
     let stem = "wenboqian__bert_pretrain_tp=2_dp=4_pp=1_fwd+bwd";
-    let dir = scratch("per_rank");
-    let (args, _) = write_args(stem, &dir);
+    let tmp = scratch("per_rank");
+    let dir = tmp.path();
+    let (args, _) = write_args(stem, dir);
     let m = corpus_module(stem);
     let reference = dir.join("in_process.npz");
     let base = ["run", m.to_str().unwrap(), "--args", args.to_str().unwrap()];
@@ -259,7 +263,6 @@ fn out_per_rank_writes_each_ranks_devices_under_their_own_numbers() {
         "{names:?}"
     );
     assert_same_outputs(&reference, &files, "--out-per-rank");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -313,7 +316,8 @@ fn profile_on_ranks_prints_the_in_process_estimate_once() {
 
 #[test]
 fn an_error_on_one_device_ends_the_job_printed_once() {
-    let dir = scratch("fail");
+    let tmp = scratch("fail");
+    let dir = tmp.path();
     let m = Path::new(ROOT).join("tests/fixtures/mpi/device3_fails.hlo");
     let x = dir.join("x.npy");
     let a = ArrayLiteral {
@@ -341,7 +345,6 @@ fn an_error_on_one_device_ends_the_job_printed_once() {
     assert_eq!(err.matches(line).count(), 1, "{err}");
     assert!(String::from_utf8_lossy(&one.stderr).contains(line));
     assert!(started.elapsed() < Duration::from_secs(120));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

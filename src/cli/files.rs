@@ -157,9 +157,11 @@ mod tests {
 
     #[test]
     fn hard_links_and_symlinks_are_the_same_file() {
-        let d = std::env::temp_dir().join(format!("hlosim-files-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("hlosim-files-")
+            .tempdir()
+            .unwrap();
+        let d = tmp.path();
         let input = d.join("m.hlo");
         std::fs::write(&input, "x").unwrap();
         std::fs::hard_link(&input, d.join("hard.hlo")).unwrap();
@@ -182,6 +184,5 @@ mod tests {
             OutputKey::of(&d.join("new.hlo")),
             OutputKey::of(&d.join("new2.hlo"))
         );
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -237,11 +237,13 @@ mod pending {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("hlosim-atomic-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A fresh directory for one test, removed with everything in it when dropped, so a run
+    /// leaves nothing behind whether the test passes or fails.
+    fn scratch(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("hlosim-atomic-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
     fn listing(d: &Path) -> Vec<String> {
@@ -255,7 +257,8 @@ mod tests {
 
     #[test]
     fn a_failed_write_keeps_the_old_file_and_leaves_no_temporary() {
-        let d = scratch("fail");
+        let tmp = scratch("fail");
+        let d = tmp.path();
         let out = d.join("o.bin");
         std::fs::write(&out, b"old contents").unwrap();
         let e = write_file(&out, |w| {
@@ -268,13 +271,13 @@ mod tests {
             format!("cannot write {}: disk on fire", out.display())
         );
         assert_eq!(std::fs::read(&out).unwrap(), b"old contents");
-        assert_eq!(listing(&d), vec!["o.bin"]);
-        std::fs::remove_dir_all(&d).unwrap();
+        assert_eq!(listing(d), vec!["o.bin"]);
     }
 
     #[test]
     fn replaces_contents_keeps_mode_and_follows_symlinks() {
-        let d = scratch("ok");
+        let tmp = scratch("ok");
+        let d = tmp.path();
         let out = d.join("o.bin");
         std::fs::write(&out, b"old").unwrap();
         #[cfg(unix)]
@@ -294,20 +297,20 @@ mod tests {
         #[cfg(not(unix))]
         write_bytes(&out, b"new").unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), b"new");
-        let mut names = listing(&d);
+        let mut names = listing(d);
         names.retain(|n| n.ends_with(".tmp"));
         assert!(names.is_empty(), "{names:?}");
         // A directory is refused by name.
-        let e = write_bytes(&d, b"x").unwrap_err().to_string();
+        let e = write_bytes(d, b"x").unwrap_err().to_string();
         assert!(e.contains("is a directory"), "{e}");
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn replaced_and_new_files_hold_every_byte() {
         // One large write_all, then a seek back and a patch (as the zip writer does), over an
         // existing file (the synced path), and the same into a new file (not synced).
-        let d = scratch("sync");
+        let tmp = scratch("sync");
+        let d = tmp.path();
         let out = d.join("big.bin");
         std::fs::write(&out, b"old").unwrap();
         let n = 20 << 20;
@@ -326,8 +329,7 @@ mod tests {
         let fresh = d.join("new.bin");
         write_bytes(&fresh, &want).unwrap();
         assert!(std::fs::read(&fresh).unwrap() == want);
-        assert_eq!(listing(&d), vec!["big.bin", "new.bin"]);
-        std::fs::remove_dir_all(&d).unwrap();
+        assert_eq!(listing(d), vec!["big.bin", "new.bin"]);
     }
 
     #[cfg(unix)]

@@ -3,12 +3,12 @@
 //! dumps, and `profile` charges collectives by the ring model. Expected values are derived by
 //! hand in the comments.
 
-use crate::common::cli::{hlosim, s, scratch_dir};
+use crate::common::cli::{hlosim, s, scratch_dir, Scratch};
 use crate::common::f32s;
 use approx::abs_diff_eq;
 use hlosim::hlo::ArrayData;
 use hlosim::io::npz::{read_npz, write_npz};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const MODULE: &str = r#"HloModule cli_multi
 
@@ -28,7 +28,7 @@ ENTRY main {
 }
 "#;
 
-fn scratch(name: &str) -> PathBuf {
+fn scratch(name: &str) -> Scratch {
     scratch_dir("cli-multi", name, MODULE)
 }
 
@@ -155,7 +155,6 @@ fn run_reads_per_device_arguments_and_writes_per_device_outputs() {
         text.contains("device 0:") && text.contains("device 1:"),
         "{text}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -181,7 +180,6 @@ fn profile_charges_collectives_by_the_ring_model() {
         text.contains("4 devices") && text.contains("collectives: 4.000 us in 1 instruction"),
         "{text}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// `hlosim diff --replicas N --seed S --pipeline neuron` passes on every multi-replica corpus
@@ -246,7 +244,6 @@ fn a_result_beyond_the_memory_budget_is_an_input_error() {
     );
     let o = hlosim(&["run", s(&d.join("big.hlo")), "--max-memory", "lots"]);
     assert_eq!(o.status.code(), Some(2));
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// In a build without the `mpi` feature (the default), `--fabric mpi` says how to get one, on
@@ -289,5 +286,4 @@ fn out_per_rank_in_one_process_is_rank_0_of_1() {
     let mut names = hlosim::io::npz::member_names(&d.join("out.rank0.npz")).unwrap();
     names.sort();
     assert_eq!(names, ["d0/out0", "d0/out1", "d1/out0", "d1/out1"]);
-    let _ = std::fs::remove_dir_all(&d);
 }

@@ -1,7 +1,7 @@
 //! `hlosim profile` end to end: text and JSON reports, the trace file, machine selection and
 //! the error paths (unknown machine, malformed machine file, a trace path equal to the input).
 
-use crate::common::cli::hlosim;
+use crate::common::cli::{empty_scratch_dir, hlosim};
 use approx::assert_abs_diff_eq;
 use std::path::PathBuf;
 
@@ -9,12 +9,6 @@ fn model(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("models")
         .join(name)
-}
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hlosim-cli-profile-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 #[test]
@@ -52,7 +46,7 @@ fn text_report_of_bert_mlp() {
 
 #[test]
 fn json_report_and_trace() {
-    let d = tmpdir("json");
+    let d = empty_scratch_dir("cli-profile", "json");
     let trace = d.join("t.json");
     let m = model("hlo/bert_mlp_gelu.hlo");
     let out = hlosim(&[
@@ -99,7 +93,6 @@ fn json_report_and_trace() {
     assert!(events
         .iter()
         .any(|e| e["name"] == "h.gelu" && e["args"]["function"] == "gelu"));
-    std::fs::remove_dir_all(d).ok();
 }
 
 #[test]
@@ -137,7 +130,7 @@ fn errors_are_reported_not_panics() {
     assert!(err.contains("trn7") && err.contains("trn1"), "{err}");
 
     // A malformed machine file: the error names the line and the field.
-    let d = tmpdir("err");
+    let d = empty_scratch_dir("cli-profile", "err");
     let bad = d.join("bad.toml");
     let good = std::fs::read_to_string(model("machines/trn1.toml")).unwrap();
     std::fs::write(&bad, good.replace("lanes = 128", "lanes = \"many\"")).unwrap();
@@ -173,5 +166,4 @@ fn errors_are_reported_not_panics() {
     .unwrap();
     let out = hlosim(&["profile", broken.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    std::fs::remove_dir_all(d).ok();
 }

@@ -5,16 +5,16 @@
 use hlosim::hlo::{ArrayData, ArrayLiteral};
 use hlosim::io::npz::write_npz;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::cli::{hlosim, s, scratch_dir, stderr, stdout};
+use crate::common::cli::{hlosim, s, scratch_dir, stderr, stdout, Scratch};
 use crate::common::{bf16s, f32s};
 
 const MODULE: &str = "HloModule small\n\nENTRY e {\n  x = f32[4]{0} parameter(0)\n  ROOT y = f32[4]{0} add(x, x)\n}\n";
 
-fn scratch(name: &str) -> PathBuf {
+fn scratch(name: &str) -> Scratch {
     scratch_dir("rel", name, MODULE)
 }
 
@@ -85,7 +85,6 @@ fn run_in_device_mode_exits_1_on_an_error_level_finding_and_0_on_warnings() {
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{e}");
     assert!(e.contains("warning"), "{e}");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -168,7 +167,6 @@ fn a_machine_outside_physical_ranges_is_rejected_naming_field_value_and_range() 
         assert!(e.contains(field) && e.contains(range), "{to}: {e}");
         assert!(!e.contains("inf") && stdout(&o).is_empty(), "{to}: {e}");
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -202,7 +200,6 @@ fn absurd_counts_are_usage_errors_stating_the_range() {
         assert!(stderr(&o).contains("--edge-fraction"), "{}", stderr(&o));
     }
     assert!(start.elapsed() < Duration::from_secs(30));
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -338,7 +335,6 @@ fn npz_members_must_be_named_exactly_and_nothing_else_is_accepted() {
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.len() < 1000 && e.contains("..."), "{e}");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -361,7 +357,6 @@ fn a_byte_order_mark_is_skipped_and_columns_stay_right() {
     let e2 = stderr(&hlosim(&["parse", s(&d.join("badbom.hlo"))]));
     assert!(e1.contains("bad.hlo:1:"), "{e1}");
     assert_eq!(e1.replace("bad.hlo", "X"), e2.replace("badbom.hlo", "X"));
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -412,7 +407,6 @@ fn error_messages_quote_only_a_short_excerpt_of_the_input() {
         );
         assert!(e.contains("h.hlo:3:"), "{}", &e[..e.len().min(500)]);
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -505,7 +499,6 @@ fn a_zip_bomb_fails_at_once_in_constant_memory() {
     let (status, err) = hlosim_bounded(&["run", s(&m), "--replicas", "2", "--args", s(&bomb)]);
     assert_eq!(status.code(), Some(2), "{err}");
     assert!(err.contains("more than the 65564 bytes"), "{err}");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// Overwrites the uncompressed size of the zip's records (local header and central

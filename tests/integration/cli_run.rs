@@ -2,12 +2,12 @@
 //! errors (exit status 2 with a message that lists the expected parameters). Expected values
 //! are derived by hand from the tiny module below.
 
-use crate::common::cli::{hlosim, s, scratch_dir, stderr};
+use crate::common::cli::{hlosim, s, scratch_dir, stderr, Scratch};
 use crate::common::{f32s, s32s};
 use hlosim::hlo::{ArrayData, ArrayLiteral, ArrayShape, ElementType};
 use hlosim::io::npy;
 use hlosim::io::npz::{read_npz, write_npz};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const MODULE: &str = r#"HloModule cli_run
 
@@ -21,7 +21,7 @@ ENTRY main {
 "#;
 
 /// A fresh scratch directory holding the module.
-fn scratch(name: &str) -> PathBuf {
+fn scratch(name: &str) -> Scratch {
     scratch_dir("cli-run", name, MODULE)
 }
 

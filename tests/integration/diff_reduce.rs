@@ -125,7 +125,6 @@ fn every_mutant_reduces_to_a_small_module_that_fails_alone_the_same_way() {
         not_accepted.is_empty(),
         "not the text XLA accepted (run tools/fixtures/record_xla_accepts.py): {not_accepted:?}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The divergent compare of a TOTALORDER → FLOAT rewrite, found by `hlosim diff --reduce`
@@ -206,5 +205,4 @@ fn diff_reduce_writes_a_reproducer_that_fails_the_same_way() {
         stderr(&o)
     );
     assert!(!dir.join("none/reduced.hlo").exists());
-    let _ = std::fs::remove_dir_all(dir);
 }

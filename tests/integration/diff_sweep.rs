@@ -140,7 +140,6 @@ fn the_real_corpus_sweeps_three_seeds_on_two_machines() {
         ["total", "(84", "cases)", "78", "0", "6"],
         "{table}"
     );
-    std::fs::remove_dir_all(&scratch).unwrap();
 }
 
 /// A malformed module is an error line with line:column; the other module still runs, and
@@ -182,7 +181,6 @@ fn a_parse_error_is_a_line_and_the_sweep_goes_on() {
         table.contains("error ") && table.contains("b_bad.hlo seed 4 trn1"),
         "{table}"
     );
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// A failing case (a TOTALORDER compare made FLOAT) makes the exit status 1 and names its
@@ -276,5 +274,4 @@ fn the_output_is_never_an_input_and_single_diff_options_are_refused() {
             stderr(&o)
         );
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -9,10 +9,10 @@
 use hlosim::hlo::ArrayData;
 use hlosim::io::npz::{read_npz, write_npz};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::common::cli::{hlosim, s, scratch_dir, stderr};
+use crate::common::cli::{hlosim, s, scratch_dir, stderr, Scratch};
 use crate::common::f32s;
 
 const MODULE: &str = "HloModule small\n\nENTRY e {\n  x = f32[3]{0} parameter(0)\n  ROOT y = f32[3]{0} add(x, x)\n}\n";
@@ -20,7 +20,7 @@ const MODULE: &str = "HloModule small\n\nENTRY e {\n  x = f32[3]{0} parameter(0)
 /// 4 Mi f32 elements: a 16 MiB output (plus a 128-byte .npy header and the zip records).
 const BIG: &str = "HloModule big\n\nENTRY e {\n  c = f32[] constant(1.5)\n  ROOT b = f32[4194304]{0} broadcast(c), dimensions={}\n}\n";
 
-fn scratch(name: &str) -> PathBuf {
+fn scratch(name: &str) -> Scratch {
     scratch_dir("files", name, MODULE)
 }
 
@@ -125,7 +125,6 @@ fn a_write_killed_by_a_file_size_limit_keeps_the_old_output_and_leaves_no_partia
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&opt_out).unwrap(), "old text");
     assert_eq!(listing(&d), vec!["big.hlo", "m.hlo", "opt.hlo"]);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -162,7 +161,6 @@ fn hard_links_and_symlinks_of_the_module_are_refused_as_outputs() {
         .unwrap();
     assert_refused(&o, &m, &before, "the module <stdin>");
     assert_eq!(listing(&d), vec!["hard.hlo", "m.hlo", "soft.hlo"]);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -183,7 +181,6 @@ fn an_output_through_a_symlink_replaces_its_target_and_keeps_the_link() {
         serde_json::from_str(&std::fs::read_to_string(d.join("old.json")).unwrap()).unwrap();
     assert!(trace["traceEvents"].is_array(), "{trace}");
     assert_eq!(listing(&d), vec!["m.hlo", "old.json", "t.json"]);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -252,7 +249,6 @@ fn dump_files_may_not_be_the_module_nor_the_output() {
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("is also the dump file"), "{e}");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -346,7 +342,6 @@ fn args_roster_machine_and_tables_files_are_refused_as_outputs() {
     assert!(o.status.success(), "{}", stderr(&o));
     let got = read_npz(&out).unwrap();
     assert_eq!(got[0].array.data, ArrayData::F32(vec![2.0, 4.0, 6.0]));
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]

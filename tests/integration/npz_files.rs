@@ -20,6 +20,7 @@
 //! byte order, memory order and compression decodes to the same values, and that what
 //! hlosim writes is byte for byte the `.npy` image numpy writes.
 
+use crate::common::cli::empty_scratch_dir;
 use half::{bf16, f16};
 use hlosim::hlo::{ArrayData, ArrayLiteral};
 use hlosim::io::npz::{read_npz, write_npz};
@@ -140,8 +141,7 @@ fn writes_the_images_numpy_writes() {
         .map(|e| (e.name, e.array))
         .collect();
     assert_eq!(arrays.len(), keep.len());
-    let dir = std::env::temp_dir().join(format!("hlosim-npz-write-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = empty_scratch_dir("npz", "write");
     let out = dir.join("out.npz");
     let named: Vec<(String, &ArrayLiteral)> = arrays.iter().map(|(n, a)| (n.clone(), a)).collect();
     write_npz(&out, &named).unwrap();
@@ -155,7 +155,6 @@ fn writes_the_images_numpy_writes() {
         assert_eq!(on, nn);
         assert_eq!(ob, nb, "{on}: hlosim's .npy image differs from numpy's");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -164,8 +163,7 @@ fn truncated_and_overlong_members_are_errors() {
     // array and both sizes, never a short array.
     let images = member_images(&fixture("stored.npz"));
     let (_, f32_image) = &images[0];
-    let dir = std::env::temp_dir().join(format!("hlosim-npz-trunc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = empty_scratch_dir("npz", "trunc");
     for (image, holds) in [
         (f32_image[..f32_image.len() - 3].to_vec(), 21),
         ([f32_image.as_slice(), &[0]].concat(), 25),
@@ -184,5 +182,4 @@ fn truncated_and_overlong_members_are_errors() {
             "{e}"
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -11,6 +11,7 @@
 //! (and says so); the rewritten files are for review, and must still agree with the contract
 //! they are derived from.
 
+use crate::common::cli::empty_scratch_dir;
 use crate::common::golden;
 use hlosim::hlo::{parse_module, print_module, CompId, InstrId, Module};
 use hlosim::passes::mutants::{self, Mutation};
@@ -414,8 +415,9 @@ fn unknown_and_stub_passes_are_errors() {
 
 #[test]
 fn dumps_one_numbered_file_per_pass() {
-    let dir = std::env::temp_dir().join(format!("hlosim-dump-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    // A directory that does not exist yet: the dump creates it.
+    let scratch = empty_scratch_dir("dump", "passes");
+    let dir = scratch.join("dump");
     let mut m = parse_module(&read("nested_pipeline", "input.hlo")).unwrap();
     PassManager::from_names(hlosim::passes::NEURON_PIPELINE)
         .unwrap()
@@ -440,7 +442,6 @@ fn dumps_one_numbered_file_per_pass() {
     );
     let last = std::fs::read_to_string(dir.join("05-legalize-compare.hlo")).unwrap();
     assert_eq!(parse_module(&last).unwrap(), m);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `hlosim opt` command-line behaviour.
@@ -497,8 +498,7 @@ mod cli {
 
     #[test]
     fn refuses_to_overwrite_the_input() {
-        let dir = std::env::temp_dir().join(format!("hlosim-cli-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = empty_scratch_dir("opt", "overwrite");
         let path = dir.join("m.hlo");
         std::fs::copy(input("act_gelu"), &path).unwrap();
         let before = std::fs::read_to_string(&path).unwrap();
@@ -513,7 +513,6 @@ mod cli {
         let got = parse_module(&std::fs::read_to_string(&out).unwrap()).unwrap();
         let want = parse_module(&read("act_gelu", "expected.hlo")).unwrap();
         assert!(canonical(&got) == canonical(&want));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
