@@ -259,7 +259,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                     Features::Chain => conv_loop_with(&a, &k, &g, 0f32, fma, None, taps),
                     Features::Vectorized(shape) => conv_taps(&g, 0f32, taps, |acc, io, ko| {
                         let terms = feature_terms(&a, &k, &g, io, ko);
-                        vector_loop::tap_sum(shape, acc, g.cin_g, terms)
+                        vector_loop::tap_sum(&shape, acc, terms)
                     }),
                 }
             } else {

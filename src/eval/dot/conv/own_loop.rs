@@ -23,8 +23,8 @@
 //! dilation, feature groups, `bf01`/`oi01` and other layouts, reversal of some dimensions):
 //! one chain up to 49 features per group, vectorized from 50 ([`VECTORIZED_FROM`]: 296
 //! random shapes of 41 to 49 features, 1-D to 3-D, f32, f16 and bf16, 102 with `bf01`
-//! inputs, 70 swapped, were one chain), except that a convolution of one output feature stays
-//! one chain up to 59 ([`vectorized_from`]).
+//! inputs, 70 swapped, were one chain), except that a convolution of one or two output
+//! features stays one chain up to 59 ([`vectorized_from`]).
 //!
 //! f16 and bf16 operands are widened to f32 and summed in the same f32 chain (their products
 //! are exact in f32), the sum rounded once to the result type (an f16 accumulator matched 32%
@@ -221,24 +221,22 @@ mod tests {
         let wide = window(5, 4, true);
         assert_eq!(chain_taps(&geom(49, wide), 1, true), Some(Taps::Backward));
         assert_eq!(order(&geom(50, wide), 1, true), None);
-        assert_eq!(
-            order(
-                &Geom {
-                    out_feat: 4,
-                    ..geom(50, reversed)
-                },
-                1,
-                false
-            ),
-            None
-        );
+        // 2 output features: one chain up to 59 as with one; 3 to 8: up to 49.
+        let outputs = |out_feat, cin| Geom {
+            out_feat,
+            ..geom(cin, reversed)
+        };
+        assert_eq!(chain_taps(&outputs(2, 59), 1, false), forward);
+        assert!(vectorized(order(&outputs(2, 60), 1, false)));
+        assert_eq!(chain_taps(&outputs(3, 49), 1, false), forward);
+        assert!(vectorized(order(&outputs(4, 50), 1, false)));
         assert_eq!(chain_taps(&geom(24, reversed), 2, false), None);
         assert_eq!(chain_taps(&geom(31, window(1, 0, true)), 1, false), None);
         assert_eq!(chain_taps(&geom(8, window(3, 1, false)), 1, false), None);
     }
 
-    /// The vectorized loop: not swapped, 50 or more features per group, more than 8 output
-    /// features, whatever the operands' layouts.
+    /// The vectorized loop: not swapped, 50 or more features per group (60 with one or two
+    /// output features), whatever the operands' layouts.
     #[test]
     fn claims_vectorized_feature_loops_where_measured() {
         let reversed = window(3, 1, true);
@@ -258,10 +256,10 @@ mod tests {
         assert!(!claimed(&laid_out(49, 1, 16, 16)));
         assert!(claimed(&laid_out(50, 1, 16, 16)));
         assert!(claimed(&laid_out(68, 1, 16, 16)));
-        // 2 to 8 output features: declined, whatever the kernel's layout; one is claimed.
-        assert_eq!(order(&laid_out(64, 1, 8, 8), 1, false), None);
-        assert_eq!(order(&laid_out(64, 1, 1, 8), 1, false), None);
-        assert_eq!(order(&laid_out(64, 1, 1, 2), 1, false), None);
+        // 1 to 8 output features, whatever the kernel's layout.
+        assert!(claimed(&laid_out(64, 1, 8, 8)));
+        assert!(claimed(&laid_out(64, 1, 1, 8)));
+        assert!(claimed(&laid_out(64, 1, 1, 2)));
         assert!(claimed(&laid_out(64, 1, 1, 1)));
         // More, in any layout: a `..oi` kernel, an `oi01` one of a 2x2 window, `bf01` inputs
         // of 2x2 and 6x6 positions.
@@ -284,6 +282,13 @@ mod tests {
         };
         assert_eq!(order(&single_output(575), 1, false), None);
         assert!(claimed(&single_output(576)));
+        // With 2, up to 10 iterations, which keep one feature back (352 features).
+        let two_outputs = |cin| Geom {
+            out_feat: 2,
+            ..single(cin)
+        };
+        assert_eq!(order(&two_outputs(352), 1, false), None);
+        assert!(claimed(&two_outputs(353)));
         // Not reversed: not this loop at all.
         let plain = Geom {
             out_feat: 16,

@@ -1,26 +1,26 @@
 //! The summation order of XLA:CPU's emitted convolution loop ([`super::own_loop`]) once LLVM
 //! has vectorized its feature loop.
 //!
-//! From [`VECTORIZED_FROM`] features per group (60 with one output feature,
+//! From [`VECTORIZED_FROM`] features per group (60 with one or two output features,
 //! [`vectorized_from`]) LLVM stops unrolling the innermost loop (over the group's input
 //! features) into one chain and vectorizes it instead. The shape of the result
-//! follows LLVM's loop vectorizer, read from the object code XLA:CPU emitted for these
-//! convolutions (`XLA_FLAGS=--xla_dump_to`) and confirmed on random data, every output bit
-//! compared:
+//! follows LLVM's loop vectorizer, read from the object code and optimized LLVM IR XLA:CPU
+//! emitted for these convolutions (`XLA_FLAGS=--xla_dump_to`) and confirmed on random data,
+//! every output bit compared:
 //! - **Main loop.** 8 lanes of f32 (256-bit AVX) interleaved 4 times ([`PARTS`]) from 64
 //!   features, twice from 50 to 63 (LLVM caps the interleave count so that the interleaved
 //!   loop runs at least twice, [`interleave_count`]): 32 (or 16) features per iteration,
 //!   `trip = features / 32` (or `/ 16`) iterations. The running sum enters lane 0 of the
 //!   first part, every other lane starts at −0. Each lane is an FMA chain over the iterations.
-//!   - With 4 or more iterations (18 or more with one output feature, [`VectorLoop`]) the
-//!     loop stays a loop: the parts are added
-//!     `((p0 + p1) + p2) + p3` and the 8 lanes then summed by halving (lanes `i` and `i + 4`,
-//!     then `i` and `i + 2`, then 0 and 1).
-//!   - With 2 or 3 iterations (up to 17 with one output feature) LLVM unrolls the loop whole
-//!     and, the adds being reassociable, the backend folds the parts into one 8-lane FMA
-//!     chain: the first part's iterations in order, then each later part's in the order 1, 0,
-//!     2, 3, ... (its first two products swap places, the second being the product the chain
-//!     starts from before reassociation); then the halving sum.
+//!   - Above a number of iterations that depends on the output features
+//!     ([`OutputFeatureRules::unrolled_iterations`]: 3 for more than 8) the loop stays a
+//!     loop: the parts are added `((p0 + p1) + p2) + p3` and the 8 lanes then summed by
+//!     halving (lanes `i` and `i + 4`, then `i` and `i + 2`, then 0 and 1).
+//!   - Up to that many LLVM unrolls the loop whole and, the adds being reassociable, the
+//!     backend folds the parts into one 8-lane FMA chain: the first part's iterations in
+//!     order, then each later part's in the order 1, 0, 2, 3, ... (its first two products
+//!     swap places, the second being the product the chain starts from before
+//!     reassociation); then the halving sum.
 //! - **Vector epilogue.** The features left after the main loop run in a loop of one part
 //!   (LLVM vectorizes an epilogue when the main loop covers at least 16 features per
 //!   iteration): the running sum in lane 0, one FMA chain per lane, the halving sum. Its width
@@ -29,28 +29,45 @@
 //!   SLP vectorizer sums the unrolled remainder the same way. A pair's second product is
 //!   rounded (an `fmul` of lane 1, or an FMA from −0) before the lanes are added.
 //!
+//! The number of output features (over the whole convolution: 2 groups of 8 sum as 16) is
+//! what changes LLVM's decisions ([`OutputFeatureRules`]), because XLA:CPU lays every kernel
+//! out `..io` before it emits the loop, whatever layout the module gives it (the optimized
+//! HLO transposes an `oi` kernel first): the kernel values one output element reads over its
+//! features are the output features apart.
+//! - **One** ([`ONE_OUTPUT`]): contiguous; the loop nest has no output-feature loop and
+//!   LLVM's full-unroll thresholds let more through: one chain up to 59 features, the main
+//!   loop unrolled up to 17 iterations.
+//! - **2 to 8** ([`STRIDED_KERNEL`]): one value of every 2 to 8 is read, an interleave group
+//!   with gaps, and LLVM keeps at least one iteration for the scalar epilogue so as not to
+//!   read past the group: the interleave count follows from `features − 1` (64 features
+//!   interleave twice), the main loop takes `(features − 1) / 32` iterations (or `/ 16`), and
+//!   the vector epilogue one fewer than would fit, where one would be left over. LLVM sizes
+//!   the epilogue by `features mod 32` (or 16) all the same, so with none left over by that
+//!   count there is none and the 32 (or 16) features kept back are one scalar chain. With 2
+//!   output features the chain reaches 59 features, and the unrolling limit falls from 10
+//!   iterations (2 outputs) to 3 (5 or 7 outputs, [`STRIDED_KERNEL`]); for 6 or 7
+//!   features left (2, 3 or 6 outputs) and for 28 to 31 (6 or 8 outputs) LLVM's cost model
+//!   picks another epilogue width. Measured on a 1-tap convolution for every count left,
+//!   each unrolling limit and the chain's end, for every number of output features from 2
+//!   to 8, with f32 operands holding bf16 values (products exact, so only the order shows)
+//!   and bf16 and f16 operands (f32 results): one table for all three types; the widths
+//!   that differ only in where a product is rounded ([`epilogue_lanes`]) with inexact f32
+//!   products.
+//! - **More than 8** ([`SPREAD_KERNEL`]): too far apart for an interleave group (LLVM loads
+//!   them one by one); the main loop unrolled up to 3 iterations.
+//!
 //! f16 and bf16 operands are widened to f32 in the same loop (same lanes, parts, unrolling and
 //! epilogue: bf16 and f16 operands with f32 results, which show every bit, were bit-exact), the
 //! sum rounded once to a 16-bit result.
 //!
 //! What hlosim claims ([`vector_loop`]) is what was measured: the element types of
-//! [`super::own_loop`], not swapped, at least [`vectorized_from`] features per group, one or
-//! more than [`FEW_OUTPUT_FEATURES`] output features, and, with an unrolled main loop, no spatial
-//! dimension of a single input position under a wider window (those summed some outputs in
-//! another order, not reproduced). The operands' layouts do not change the order: kernels
-//! whose input features are contiguous (`..oi`), the window's size apart (`oi01`, 1 to 27
-//! taps) or the output features apart (`..io`), inputs whose features are contiguous
-//! (`b01f`) or the spatial size apart (`bf01`, 1 to 729 positions), all summed in this order,
-//! bit for bit.
-//!
-//! The number of output features (over the whole convolution: 2 groups of 8 sum in this
-//! order) does change it. With one, the loop nest has no output-feature loop and LLVM's
-//! full-unroll thresholds let more through: one chain up to 59 features, and the main loop
-//! unrolled up to 17 iterations ([`UNROLLED_ITERATIONS_ONE_OUTPUT`]), the same order
-//! otherwise. With 2 to 8 XLA:CPU sums in other orders: 2, 4 and 8 output features with
-//! `..io` and `..oi` kernels and the result laid out `b0f` or `bf0` matched 22 to 93% of the
-//! bits under this model; not reproduced, declined. (Earlier this was put down to the
-//! kernel's stride, which in a `..io` kernel is the number of output features.)
+//! [`super::own_loop`], not swapped, at least [`vectorized_from`] features per group, and,
+//! with an unrolled main loop, no spatial dimension of a single input position under a wider
+//! window (those summed some outputs in another order, not reproduced). The operands' layouts
+//! do not change the order (see above): kernels whose input features are contiguous (`..oi`),
+//! the window's size apart (`oi01`, 1 to 27 taps) or the output features apart (`..io`),
+//! inputs whose features are contiguous (`b01f`) or the spatial size apart (`bf01`, 1 to 729
+//! positions), all summed in this order, bit for bit.
 //!
 //! Swapped convolutions are declined from 50 features. Their output features are the
 //! original batch, their batch the original output features; with more than 8 and 3 or more
@@ -67,59 +84,135 @@ const LANES: usize = 8;
 /// LLVM's interleave count for these loops: 4 vectors of [`LANES`] per iteration.
 const PARTS: usize = 4;
 
-/// The most main-loop iterations LLVM unrolls whole (its full-unroll size threshold over the
-/// loop nest): 4 iterations were measured to stay a loop.
-const UNROLLED_ITERATIONS: usize = 3;
-
-/// [`UNROLLED_ITERATIONS`] for a convolution of one output feature, whose loop nest has no
-/// output-feature loop: 17 iterations (575 features) were unrolled, 18 stayed a loop.
-const UNROLLED_ITERATIONS_ONE_OUTPUT: usize = 17;
-
-/// The fewest features per group from which LLVM vectorizes the feature loop; up to one fewer
-/// it unrolls it whole into one chain (its early full-unroll threshold, which counts the
-/// whole loop nest). Measured on random 1-D to 3-D shapes of 41 to 63 features, f32, f16 and
-/// bf16, every layout of input and kernel. An earlier probe once saw 56 features stay a
-/// chain, in a shape not recorded and not met again.
+/// The fewest features per group from which LLVM vectorizes the feature loop of a
+/// convolution of 3 or more output features ([`OutputFeatureRules`]); up to one fewer it
+/// unrolls it whole into one chain (its early full-unroll threshold, which counts the whole loop nest). Measured on
+/// random 1-D to 3-D shapes of 41 to 63 features, f32, f16 and bf16, every layout of input
+/// and kernel. An earlier probe once saw 56 features stay a chain, in a shape not recorded
+/// and not met again.
 pub(super) const VECTORIZED_FROM: usize = 50;
 
-/// [`VECTORIZED_FROM`] for a convolution of one output feature: one chain up to 59 features,
-/// vectorized from 60.
-const VECTORIZED_FROM_ONE_OUTPUT: usize = 60;
+/// What LLVM decides differently for a convolution's number of output features. XLA:CPU lays
+/// every kernel out `..io` before it emits the loop, so the output features are the distance
+/// between the kernel values the feature loop reads, and LLVM's unrolling and cost model
+/// weigh those loads differently for each distance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OutputFeatureRules {
+    /// One chain below this many features per group, vectorized from it.
+    vectorized_from: usize,
+    /// The most main-loop iterations LLVM unrolls whole (its full-unroll size threshold over
+    /// the loop body).
+    unrolled_iterations: usize,
+    /// Whether the kernel's loads form an interleave group with gaps (2 to 8 output features:
+    /// one of every 2 to 8 values read), for which LLVM keeps at least one iteration for the
+    /// scalar epilogue, so as not to read past the group's end.
+    scalar_epilogue: bool,
+    /// The vector epilogue's lanes for 6 or 7 features left, where LLVM's cost model weighs
+    /// the loads' cost.
+    six_or_seven_left: usize,
+    /// The vector epilogue's lanes for 28 to 31 features left, the same choice.
+    late_left: usize,
+}
 
-/// The most output features for which XLA:CPU's vectorized feature loop sums in an order not
-/// reproduced (module documentation), one excepted.
-const FEW_OUTPUT_FEATURES: usize = 8;
+/// The rules for one output feature: the kernel's features are contiguous, the loop nest has
+/// no output-feature loop, and LLVM's full-unroll thresholds let more through: one chain up
+/// to 59 features, the main loop unrolled up to 17 iterations (575 features; 18 stayed a
+/// loop).
+const ONE_OUTPUT: OutputFeatureRules = OutputFeatureRules {
+    vectorized_from: 60,
+    unrolled_iterations: 17,
+    scalar_epilogue: false,
+    six_or_seven_left: 2,
+    late_left: 4,
+};
+
+/// The rules for 2 to 8 output features (index: output features − 2), measured on a 1-tap
+/// convolution for every count left after the main loop (f32 operands holding bf16 values,
+/// whose products are exact) and each unroll limit, then on random shapes.
+const STRIDED_KERNEL: [OutputFeatureRules; 7] = {
+    const fn rules(
+        vectorized_from: usize,
+        unrolled_iterations: usize,
+        six_or_seven_left: usize,
+        late_left: usize,
+    ) -> OutputFeatureRules {
+        OutputFeatureRules {
+            vectorized_from,
+            unrolled_iterations,
+            scalar_epilogue: true,
+            six_or_seven_left,
+            late_left,
+        }
+    }
+    // (vectorized_from, unrolled_iterations, six_or_seven_left, late_left) for 2, 3, .., 8.
+    [
+        rules(60, 10, 4, 4),
+        rules(VECTORIZED_FROM, 7, 4, 4),
+        rules(VECTORIZED_FROM, 6, 2, 4),
+        rules(VECTORIZED_FROM, 3, 2, 4),
+        rules(VECTORIZED_FROM, 5, 4, 8),
+        rules(VECTORIZED_FROM, 3, 2, 4),
+        rules(VECTORIZED_FROM, 4, 2, 8),
+    ]
+};
+
+/// The rules for more than 8 output features: the kernel's features too far apart for an
+/// interleave group (LLVM loads them one by one); 4 main-loop iterations were measured to
+/// stay a loop.
+const SPREAD_KERNEL: OutputFeatureRules = OutputFeatureRules {
+    vectorized_from: VECTORIZED_FROM,
+    unrolled_iterations: 3,
+    scalar_epilogue: false,
+    six_or_seven_left: 2,
+    late_left: 4,
+};
+
+/// The rules of a convolution of `out_feat` output features (over the whole convolution).
+fn rules(out_feat: usize) -> OutputFeatureRules {
+    match out_feat {
+        1 => ONE_OUTPUT,
+        n => n
+            .checked_sub(2)
+            .and_then(|i| STRIDED_KERNEL.get(i))
+            .copied()
+            .unwrap_or(SPREAD_KERNEL),
+    }
+}
 
 /// The fewest features per group from which XLA:CPU's emitted loop for a convolution of
 /// `out_feat` output features vectorizes its feature loop, not swapped (a swapped one's
 /// output features are the original batch; only [`VECTORIZED_FROM`] was measured there).
 pub(super) fn vectorized_from(out_feat: usize) -> usize {
-    if out_feat == 1 {
-        VECTORIZED_FROM_ONE_OUTPUT
-    } else {
-        VECTORIZED_FROM
-    }
+    rules(out_feat).vectorized_from
 }
 
-/// LLVM's vectorized feature loop for one convolution: what differs between convolutions.
+/// LLVM's vectorized feature loop over one convolution's features per group: its shape,
+/// fixed per convolution, worked out once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct VectorLoop {
-    /// The most main-loop iterations unrolled whole.
-    unrolled_iterations: usize,
+    /// Features per group: the loop's trip count.
+    features: usize,
+    /// Vectors of [`LANES`] per main-loop iteration (LLVM's interleave count).
+    parts: usize,
+    /// Main-loop iterations.
+    trip: usize,
+    /// Whether the main loop is unrolled whole into one chain per lane.
+    unrolled: bool,
+    /// Lanes of the vector epilogue (1: none).
+    epilogue_lanes: usize,
+    /// The first feature of the scalar remainder, after the vector epilogue.
+    scalar_from: usize,
 }
 
 /// XLA:CPU's vectorized feature loop for `g`, where it sums in the order of this module, or
 /// `None`. The caller has checked that `g` runs in that loop, not swapped, with element types
 /// measured there; the operands' layouts do not matter (module documentation).
 pub(super) fn vector_loop(g: &Geom) -> Option<VectorLoop> {
-    let unrolled_iterations = match g.out_feat {
-        1 => UNROLLED_ITERATIONS_ONE_OUTPUT,
-        n if n > FEW_OUTPUT_FEATURES => UNROLLED_ITERATIONS,
-        _ => return None,
-    };
-    let shape = VectorLoop {
-        unrolled_iterations,
-    };
+    let rules = rules(g.out_feat);
+    if g.cin_g < rules.vectorized_from {
+        return None;
+    }
+    let shape = VectorLoop::new(g.cin_g, rules);
     // An unrolled main loop where a spatial dimension of the input is a single position read
     // by a wider window (all padding but one tap) was summed in another order in some outputs
     // (a 1x1 or 4x1 input under a 3x3 window, padding 2: 81 to 92% of the bits); not
@@ -129,60 +222,79 @@ pub(super) fn vector_loop(g: &Geom) -> Option<VectorLoop> {
         .iter()
         .zip(&g.in_sp)
         .any(|(w, &n)| n == 1 && w.size > 1);
-    let claimed = g.cin_g >= vectorized_from(g.out_feat)
-        && !(single_position && shape.main_loop_unrolled(g.cin_g));
-    claimed.then_some(shape)
+    (!(single_position && shape.unrolled)).then_some(shape)
 }
 
 impl VectorLoop {
-    /// The shape of the vectorized loop of convolutions of more than [`FEW_OUTPUT_FEATURES`]
-    /// output features (for the unit tests, which sum features directly).
-    #[cfg(test)]
-    const WIDE: VectorLoop = VectorLoop {
-        unrolled_iterations: UNROLLED_ITERATIONS,
-    };
+    /// The loop LLVM makes of `features` iterations under `rules`.
+    fn new(features: usize, rules: OutputFeatureRules) -> VectorLoop {
+        // Iterations the vector loops may not take (the scalar epilogue's).
+        let kept = usize::from(rules.scalar_epilogue);
+        let parts = interleave_count(features - kept);
+        let block = LANES * parts;
+        let trip = (features - kept) / block;
+        let covered = trip * block;
+        // LLVM sizes the epilogue by the trip count modulo the main loop's step, which
+        // overlooks the kept iteration (so with none left over there is no vector epilogue).
+        let epilogue_lanes = epilogue_lanes(features % block, rules);
+        let epilogue = if epilogue_lanes > 1 {
+            (features - covered - kept) / epilogue_lanes * epilogue_lanes
+        } else {
+            0
+        };
+        VectorLoop {
+            features,
+            parts,
+            trip,
+            unrolled: trip <= rules.unrolled_iterations,
+            epilogue_lanes,
+            scalar_from: covered + epilogue,
+        }
+    }
 
-    /// Whether LLVM unrolls the main loop over `features` whole.
-    fn main_loop_unrolled(self, features: usize) -> bool {
-        features / (LANES * interleave_count(features)) <= self.unrolled_iterations
+    /// The loop over `features` of a convolution of `out_feat` output features (for the unit
+    /// tests, which sum features directly).
+    #[cfg(test)]
+    fn for_test(features: usize, out_feat: usize) -> VectorLoop {
+        VectorLoop::new(features, rules(out_feat))
     }
 }
 
-/// LLVM's interleave count for a feature loop of `features` iterations: the largest power of
+/// LLVM's interleave count for a vector loop of `iterations` iterations: the largest power of
 /// two up to [`PARTS`] that leaves at least two vector iterations of the interleaved loop
 /// (4 from 64 features, 2 from 32).
-fn interleave_count(features: usize) -> usize {
-    let most = (features / (2 * LANES)).clamp(1, PARTS);
+fn interleave_count(iterations: usize) -> usize {
+    let most = (iterations / (2 * LANES)).clamp(1, PARTS);
     1 << most.ilog2()
 }
 
-/// The lanes of the vector epilogue for `rest` features left after the main loop (under 32),
-/// 1 where there is none. Measured for every count, after loops of 2, 4 and 8 iterations, with
-/// f32, f16 and bf16 operands alike: 8 lanes where `rest mod 8` is under 4 (8 to 11, 16 to
-/// 19, 24 to 27 left), 4 where it is 4 or more (12 to 15, 20 to 23, 28 to 31); below 8, where
-/// LLVM's SLP vectorizer sums the unrolled remainder the same way, 4 lanes for 4 or 5 left and
-/// pairs for 2, 3, 6 or 7.
-fn epilogue_lanes(rest: usize) -> usize {
+/// The lanes of the vector epilogue where LLVM counts `rest` features left after the main loop
+/// (under 32), 1 where there is none. Measured for every count, after loops of 2, 4 and 8
+/// iterations, with f32, f16 and bf16 operands alike: 8 lanes where `rest mod 8` is under 4
+/// (8 to 11, 16 to 19, 24 to 27 left), 4 where it is 4 or more (12 to 15, 20 to 23, 28 to 31:
+/// [`OutputFeatureRules::late_left`]); below 8, 4 lanes for 4 or 5 left and pairs for 2, 3, 6
+/// or 7 ([`OutputFeatureRules::six_or_seven_left`]). Without a scalar epilogue LLVM's SLP
+/// vectorizer sums an unrolled remainder below 8 the same way. Where a scalar epilogue is
+/// kept, 1 iteration of 4 lanes and 2 of pairs differ only in whether a product is rounded
+/// before it is added, which products exact in f32 do not show: the widths for 3, 5, 6, 9 to
+/// 12 left were told apart with inexact f32 products (4 lanes for 6 left with 2, 3 or 6
+/// output features).
+fn epilogue_lanes(rest: usize, rules: OutputFeatureRules) -> usize {
     match rest {
         0 | 1 => 1,
-        2 | 3 | 6 | 7 => 2,
-        4 | 5 | 12..=15 | 20..=23 | 28..=31 => 4,
+        6 | 7 => rules.six_or_seven_left,
+        28..=31 => rules.late_left,
+        2 | 3 => 2,
+        4 | 5 | 12..=15 | 20..=23 => 4,
         _ => LANES,
     }
 }
 
-/// The running sum `acc` of one output element after one tap's `features` terms, in the order
-/// of the module documentation for a loop of shape `shape`. `term(i)` is the input and kernel
-/// value of feature `i`.
-pub(super) fn tap_sum(
-    shape: VectorLoop,
-    acc: f32,
-    features: usize,
-    term: impl Fn(usize) -> (f32, f32),
-) -> f32 {
-    let interleave = interleave_count(features);
-    let block = LANES * interleave;
-    let trip = features / block;
+/// The running sum `acc` of one output element after one tap's features, in the order of the
+/// module documentation for the loop `shape`. `term(i)` is the input and kernel value of
+/// feature `i`.
+pub(super) fn tap_sum(shape: &VectorLoop, acc: f32, term: impl Fn(usize) -> (f32, f32)) -> f32 {
+    let block = LANES * shape.parts;
     let fma = |lane: f32, i: usize| {
         let (x, w) = term(i);
         x.mul_add(w, lane)
@@ -193,11 +305,11 @@ pub(super) fn tap_sum(
             *lane = fma(*lane, base + l);
         }
     };
-    let mut acc = if trip > shape.unrolled_iterations {
+    let mut acc = if !shape.unrolled {
         let mut all_parts = [[-0.0f32; LANES]; PARTS];
-        let parts = &mut all_parts[..interleave];
+        let parts = &mut all_parts[..shape.parts];
         parts[0] = start(acc);
-        for it in 0..trip {
+        for it in 0..shape.trip {
             for (p, part) in parts.iter_mut().enumerate() {
                 step(part, it * block + p * LANES);
             }
@@ -211,28 +323,26 @@ pub(super) fn tap_sum(
         halving_sum(&mut sum)
     } else {
         let mut lanes = start(acc);
-        for p in 0..interleave {
-            for it in unrolled_iterations(p, trip) {
+        for p in 0..shape.parts {
+            for it in unrolled_iterations(p, shape.trip) {
                 step(&mut lanes, it * block + p * LANES);
             }
         }
         halving_sum(&mut lanes)
     };
     // The vector epilogue, if any: one part of `width` lanes, its iterations in order.
-    let mut covered = trip * block;
-    let width = epilogue_lanes(features - covered);
+    let width = shape.epilogue_lanes;
+    let covered = shape.trip * block;
     if width > 1 {
         let mut lanes = start(acc);
         let lanes = &mut lanes[..width];
-        let end = covered + (features - covered) / width * width;
-        for base in (covered..end).step_by(width) {
+        for base in (covered..shape.scalar_from).step_by(width) {
             step(lanes, base);
         }
         acc = halving_sum(lanes);
-        covered = end;
     }
     // The scalar remainder: one chain.
-    (covered..features).fold(acc, fma)
+    (shape.scalar_from..shape.features).fold(acc, fma)
 }
 
 /// A vector accumulator entered with the running sum: `acc` in lane 0, −0 (the identity of
@@ -273,6 +383,12 @@ mod tests {
 
     const BIG: f32 = 1_073_741_824.0; // 2^30: a 1 added to it is lost (f32 spacing 128)
 
+    /// The sum from zero of `features` terms in the loop of a convolution of `out_feat` output
+    /// features.
+    fn sum(features: usize, out_feat: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
+        tap_sum(&VectorLoop::for_test(features, out_feat), 0.0, term)
+    }
+
     /// Products of 1 except `BIG` at feature `big` and `-BIG` at feature `minus`: which ones
     /// survive shows which features share a chain with the big value before it is cancelled.
     fn cancel(big: usize, minus: usize) -> impl Fn(usize) -> (f32, f32) {
@@ -289,19 +405,19 @@ mod tests {
     fn the_loop_keeps_parts_apart_and_the_unrolled_chain_joins_them() {
         // 128 features, a loop: lane 0 of part 0 is features 0, 32, 64, 96. Cancelled at
         // once, nothing is lost: 126 ones.
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 128, cancel(0, 32)), 126.0);
+        assert_eq!(sum(128, 16, cancel(0, 32)), 126.0);
         // Cancelled at feature 64: feature 32 is added to 2^30 and lost.
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 128, cancel(0, 64)), 125.0);
+        assert_eq!(sum(128, 16, cancel(0, 64)), 125.0);
         // Feature 8 is lane 0 of part 1: its chain (8, 40, 72, 104) holds -2^30 while part
         // 0's (0, 32, 64, 96) holds 2^30, so 3 ones are lost in each before the fold: 120.
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 128, cancel(0, 8)), 120.0);
+        assert_eq!(sum(128, 16, cancel(0, 8)), 120.0);
         // 96 features, unrolled: one chain per lane, part 0's iterations 0, 1, 2 (features 0,
         // 32, 64) then part 1's 1, 0, 2 (features 40, 8, 72): 32, 64 and 40 are added to
         // 2^30 before feature 8 cancels it: 94 - 3 = 91.
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 96, cancel(0, 8)), 91.0);
+        assert_eq!(sum(96, 16, cancel(0, 8)), 91.0);
         // Cancelled at feature 40 instead, only 32 and 64 are lost: 92 (in iteration order,
         // feature 8 would come before 40 and be lost too).
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 96, cancel(0, 40)), 92.0);
+        assert_eq!(sum(96, 16, cancel(0, 40)), 92.0);
     }
 
     /// The vector epilogue sums its lanes by halving, the running sum in lane 0.
@@ -311,14 +427,14 @@ mod tests {
         // 2^30 in lane 1 (feature 65) and -2^30 in lane 5 (feature 69) meet only in the
         // halving sum, after every one was added: 64 + 6 = 70. One scalar chain would give
         // 130 (64 + 1 + 2^30 rounds up by 128, then three ones lost).
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 72, cancel(65, 69)), 70.0);
+        assert_eq!(sum(72, 16, cancel(65, 69)), 70.0);
     }
 
     #[test]
     fn the_running_sum_enters_lane_zero() {
         // The sum so far (2^30) meets feature 0's -2^30 first, so nothing is lost: 64 - 1 ones.
         assert_eq!(
-            tap_sum(VectorLoop::WIDE, BIG, 64, |i| (
+            tap_sum(&VectorLoop::for_test(64, 16), BIG, |i| (
                 1.0,
                 if i == 0 { -BIG } else { 1.0 }
             )),
@@ -333,7 +449,7 @@ mod tests {
         // lane 1 holds 2^30 from feature 65, so 69 and 73 are lost; lane 3 adds 67 (1) and
         // then 71 (-2^30): the 1 is lost, and so is 75. Halving: (67 + 3) + (2^30 - 2^30) =
         // 70, then feature 76: 71. In 8 lanes only 2 ones would be lost.
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 77, cancel(65, 71)), 71.0);
+        assert_eq!(sum(77, 16, cancel(65, 71)), 71.0);
     }
 
     /// 2 features left: a pair, its second product rounded before it is added.
@@ -347,7 +463,7 @@ mod tests {
         };
         // Lane 0: -1. Lane 1: (1 + 2^-12)^2 rounded to 1 + 2^-11. Their sum: 2^-11 (an FMA
         // chain would keep the 2^-24 of the exact square: 2^-11 + 2^-24).
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 66, term), 2f32.powi(-11));
+        assert_eq!(sum(66, 16, term), 2f32.powi(-11));
     }
 
     /// Every feature is summed exactly once, whatever is left after the main loop: small
@@ -355,13 +471,15 @@ mod tests {
     #[test]
     fn every_feature_counts_once() {
         let term = |i: usize| ((i % 7) as f32, (1 + i % 3) as f32);
-        for features in VECTORIZED_FROM..=300 {
-            let want: usize = (0..features).map(|i| (i % 7) * (1 + i % 3)).sum();
-            assert_eq!(
-                tap_sum(VectorLoop::WIDE, 5.0, features, term),
-                (want + 5) as f32,
-                "{features}"
-            );
+        for out_feat in [1, 2, 3, 4, 5, 6, 7, 8, 9, 16] {
+            for features in vectorized_from(out_feat)..=300 {
+                let want: usize = (0..features).map(|i| (i % 7) * (1 + i % 3)).sum();
+                assert_eq!(
+                    tap_sum(&VectorLoop::for_test(features, out_feat), 5.0, term),
+                    (want + 5) as f32,
+                    "{features} features, {out_feat} output features"
+                );
+            }
         }
     }
 
@@ -376,11 +494,61 @@ mod tests {
         // 128 features, unrolled: lane 0 takes features 0, 32, 64, 96 (part 0), then 40, 8,
         // 72, 104 (part 1): 2^30 from feature 0 swallows the ones of 32, 64, 96 and 40 before
         // feature 8 cancels it: 126 - 4 = 122. (The loop of 4 iterations loses 6: 120.)
-        assert_eq!(tap_sum(shape, 0.0, 128, cancel(0, 8)), 122.0);
-        assert_eq!(vector_loop(&outputs(16)), Some(VectorLoop::WIDE));
-        assert_eq!(vector_loop(&outputs(8)), None);
+        assert_eq!(tap_sum(&shape, 0.0, cancel(0, 8)), 122.0);
+        assert_eq!(
+            vector_loop(&outputs(16)),
+            Some(VectorLoop::for_test(128, 16))
+        );
         assert_eq!(vectorized_from(1), 60);
-        assert_eq!(vectorized_from(2), VECTORIZED_FROM);
+        assert_eq!(vectorized_from(9), VECTORIZED_FROM);
+    }
+
+    /// 2 to 8 output features: the vector loops leave at least one feature to the scalar
+    /// epilogue, and the interleave count and trip count follow from the features less one.
+    #[test]
+    fn a_strided_kernel_keeps_a_scalar_epilogue() {
+        // 64 features, 2 output features: 2 parts (63 / 16 = 3), 3 iterations unrolled (48
+        // features), none left by LLVM's count (64 mod 16) so no vector epilogue: 48..64 are
+        // one scalar chain. Lane 0 holds 2^30 from feature 0 and loses the ones of 16, 32
+        // (part 0) and 24, 8, 40 (part 1); the halving sum adds the other lanes' 42 ones into
+        // 2^30 and loses them; feature 48 cancels it and the 15 ones after it are left. (A
+        // loop of 4 iterations would cancel inside lane 0: 60.)
+        assert_eq!(sum(64, 2, cancel(0, 48)), 15.0);
+        // 300 features, 2 output features: 9 iterations of 32 unrolled (288), 12 left by
+        // LLVM's count: 4 lanes, but only 2 iterations (288..296) so that one is kept, then
+        // 296..300 scalar. Epilogue lane 1 holds 2^30 from 289 and loses 293's 1; halving:
+        // (290 + 2) + (2^30 + 2 -> 2^30) = 2^30 + 292, rounded to 2^30 + 256; 296's 1 lost,
+        // 297 cancels, 298 and 299 add: 258. (3 iterations of 4 lanes would give 297.)
+        assert_eq!(sum(300, 2, cancel(289, 297)), 258.0);
+        assert_eq!(vectorized_from(2), 60);
+        assert_eq!(vectorized_from(3), VECTORIZED_FROM);
+        // No output features (an empty result): any rules do, none panics.
+        assert_eq!(vectorized_from(0), VECTORIZED_FROM);
+    }
+
+    /// 6 or 7 left: 4 lanes with 2, 3 or 6 output features, pairs with 4, 5, 7 or 8.
+    #[test]
+    fn six_or_seven_left_depend_on_the_output_features() {
+        // 326 features, zero products but for 320 (-1) and 322 ((1 + 2^-12)^2 = 1 + 2^-11 +
+        // 2^-24). 2 output features: 4 lanes, one iteration (320..324), every product
+        // rounded in its own lane (322's to 1 + 2^-11), then added: 2^-11. 4 output features:
+        // pairs, 2 iterations, lane 0 an FMA chain that keeps 322's 2^-24: 2^-11 + 2^-24.
+        let x = 1.0 + f32::EPSILON * 2048.0;
+        let term = |i: usize| match i {
+            320 => (1.0, -1.0),
+            322 => (x, x),
+            _ => (0.0, 0.0),
+        };
+        assert_eq!(sum(326, 2, term), 2f32.powi(-11));
+        assert_eq!(sum(326, 4, term), 2f32.powi(-11) + 2f32.powi(-24));
+        // 327 features: the main loop's 320 ones (exact), then 7 left, one kept.
+        // 2 output features, 4 lanes, one iteration (320..324): lanes 321, 2^30, 1, 1;
+        // halving (321 + 1) + (2^30 + 1 -> 2^30) = 2^30 + 322, rounded to 2^30 + 384; scalar
+        // 324's 1 lost, 325 cancels, 326 adds: 385.
+        assert_eq!(sum(327, 2, cancel(321, 325)), 385.0);
+        // 4 output features, pairs, 3 iterations (320..326): lane 0 adds 320, 322, 324 to 320;
+        // lane 1 holds 2^30 from 321, loses 323's 1, 325 cancels: 323, then 326: 324.
+        assert_eq!(sum(327, 4, cancel(321, 325)), 324.0);
     }
 
     /// 50 to 63 features: 2 parts of 8 lanes, unrolled.
@@ -390,7 +558,7 @@ mod tests {
         // chain takes features 0, 16, 32 (part 0), then 24, 8, 40 (part 1): 2^30 from feature
         // 0 is cancelled by feature 16 at once, nothing lost: 54 ones. (With 4 parts lane 0
         // would take 0, 8, 16, 24 and lose feature 8's 1: 53.)
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 56, cancel(0, 16)), 54.0);
+        assert_eq!(sum(56, 16, cancel(0, 16)), 54.0);
         assert_eq!(interleave_count(50), 2);
         assert_eq!(interleave_count(63), 2);
         assert_eq!(interleave_count(64), 4);
@@ -404,7 +572,7 @@ mod tests {
         // holds 2^30 from feature 65, loses 67's 1, and 69 cancels it; lane 0 adds 64, 66,
         // 68: 64 + 3 + 0 = 67. (In 4 lanes, 64..68 would be halved to 66 + 2^30, which rounds
         // up to 2^30 + 128; then 68's 1 lost, 69 cancelling: 128.)
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 70, cancel(65, 69)), 67.0);
+        assert_eq!(sum(70, 16, cancel(65, 69)), 67.0);
     }
 
     /// 28 features left: 4 lanes, 7 iterations.
@@ -416,6 +584,6 @@ mod tests {
         // lane 1 would end at 2^30 and take every other lane's sum in the halving, 2^30 + 76
         // rounding up to 2^30 + 128; the chain would lose 88's 1, cancel at 89 and add 90 and
         // 91: 130.)
-        assert_eq!(tap_sum(VectorLoop::WIDE, 0.0, 92, cancel(65, 89)), 85.0);
+        assert_eq!(sum(92, 16, cancel(65, 89)), 85.0);
     }
 }
