@@ -75,8 +75,11 @@ pub(super) struct LoopOrder {
 pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOrder> {
     let reversed = g.win.iter().any(|w| w.reversal);
     let padded_ok = g.win.iter().all(|w| w.pad_lo >= 0 && w.pad_hi >= 0);
-    // A swapped convolution's output features are the original batch; its chain was measured
-    // up to 49 features, whatever the batch.
+    // Swapped or not, the feature loop follows the output features of the convolution as
+    // written (for a swapped one, its batch once swapped): measured with 1 to 16 of them. A
+    // swapped one's chain is claimed up to 49 features, as measured on random shapes: the
+    // longer chains of one or two output features (up to 59) matched a 1-D probe, but a
+    // swapped shape over a single input position (57 features, one output) did not.
     let chain_below = if swapped {
         VECTORIZED_FROM
     } else {
@@ -84,7 +87,7 @@ pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOr
     };
     let features = if (1..chain_below).contains(&g.cin_g) {
         Features::Chain
-    } else if let Some(shape) = vector_loop(g).filter(|_| !swapped) {
+    } else if let Some(shape) = vector_loop(g) {
         Features::Vectorized(shape)
     } else {
         return None;
@@ -207,8 +210,9 @@ mod tests {
             ..two_inputs(dilated(4))
         };
         assert_eq!(chain_taps(&four_features, 1, true), Some(Taps::Backward));
-        // The longest chains: 59 features of one output feature (`geom`'s), 49 of more or
-        // swapped; longer feature loops, batch groups, a 1x1 reversal (a dot), a plain window.
+        // The longest chains: 59 features of one output feature (`geom`'s), 49 of more,
+        // swapped or not; longer feature loops, batch groups, a 1x1 reversal (a dot), a plain
+        // window.
         let sixteen_outputs = |cin| Geom {
             out_feat: 16,
             ..geom(cin, reversed)
@@ -219,8 +223,25 @@ mod tests {
         assert_eq!(chain_taps(&sixteen_outputs(49), 1, false), forward);
         assert!(vectorized(order(&sixteen_outputs(50), 1, false)));
         let wide = window(5, 4, true);
-        assert_eq!(chain_taps(&geom(49, wide), 1, true), Some(Taps::Backward));
+        let backward = Some(Taps::Backward);
+        assert_eq!(chain_taps(&geom(49, wide), 1, true), backward);
         assert_eq!(order(&geom(50, wide), 1, true), None);
+        assert_eq!(order(&geom(59, wide), 1, true), None);
+        assert_eq!(chain_taps(&sixteen_outputs(49), 1, true), backward);
+        let swapped_vector = |g: &Geom| {
+            matches!(
+                order(g, 1, true),
+                Some(LoopOrder {
+                    taps: Taps::Backward,
+                    features: Features::Vectorized(_),
+                })
+            )
+        };
+        assert!(swapped_vector(&geom(60, wide)));
+        assert!(swapped_vector(&Geom {
+            out_feat: 16,
+            ..geom(50, wide)
+        }));
         // 2 output features: one chain up to 59 as with one; 3 to 8: up to 49.
         let outputs = |out_feat, cin| Geom {
             out_feat,
@@ -235,8 +256,8 @@ mod tests {
         assert_eq!(chain_taps(&geom(8, window(3, 1, false)), 1, false), None);
     }
 
-    /// The vectorized loop: not swapped, 50 or more features per group (60 with one or two
-    /// output features), whatever the operands' layouts.
+    /// The vectorized loop: 50 or more features per group (60 with one or two output
+    /// features), whatever the operands' layouts.
     #[test]
     fn claims_vectorized_feature_loops_where_measured() {
         let reversed = window(3, 1, true);
@@ -249,8 +270,7 @@ mod tests {
         let claimed = |g: &Geom| vectorized(order(g, 1, false));
         assert!(claimed(&laid_out(64, 1, 16, 16)));
         assert!(claimed(&laid_out(520, 1, 9, 9)));
-        // A swapped convolution, batch groups.
-        assert_eq!(order(&laid_out(64, 1, 16, 16), 1, true), None);
+        // Batch groups.
         assert_eq!(order(&laid_out(64, 1, 16, 16), 2, false), None);
         // From 50 features; a remainder.
         assert!(!claimed(&laid_out(49, 1, 16, 16)));

@@ -61,7 +61,7 @@
 //! sum rounded once to a 16-bit result.
 //!
 //! What hlosim claims ([`vector_loop`]) is what was measured: the element types of
-//! [`super::own_loop`], not swapped, at least [`vectorized_from`] features per group, and,
+//! [`super::own_loop`], at least [`vectorized_from`] features per group, and,
 //! with an unrolled main loop, no spatial dimension of a single input position under a wider
 //! window (those summed some outputs in another order, not reproduced). The operands' layouts
 //! do not change the order (see above): kernels whose input features are contiguous (`..oi`),
@@ -69,12 +69,16 @@
 //! inputs whose features are contiguous (`b01f`) or the spatial size apart (`bf01`, 1 to 729
 //! positions), all summed in this order, bit for bit.
 //!
-//! Swapped convolutions are declined from 50 features. Their output features are the
-//! original batch, their batch the original output features; with more than 8 and 3 or more
-//! of those, 29 of 30 random shapes summed in this order with the input's positions backward,
-//! but a 2-D one of 12 batch rows, 8 output features and 477 features did not (30% of the
-//! bits), nor a 1-D one of 16 rows, 4 outputs and 300 features (35%); with 1 or 2 original
-//! output features, or one batch row, most did not. Not reproduced.
+//! Swapped convolutions ([`super::swap`], the taps the original input's positions
+//! backward) sum their features in the same loop, under the rules of the output features of
+//! the convolution as written (the batch of the swapped one): a 1-D probe of 1 to 16 output
+//! features and 1 to 12 batch rows, 49 to 300 features, matched every bit under those rules
+//! and none under the rules of the batch. (Stop 44 declined them from 50 features: the
+//! shapes it missed had 1 to 8 output features, whose rules were not known then.) The
+//! probe's chains of 50 to 59 features with one or two output features matched too, but a
+//! random swapped shape over a single input position (2-D, 57 features, one output) did
+//! not, so a swapped chain is claimed up to 49 features only
+//! ([`super::own_loop::order`]).
 
 use super::Geom;
 
@@ -180,8 +184,9 @@ fn rules(out_feat: usize) -> OutputFeatureRules {
 }
 
 /// The fewest features per group from which XLA:CPU's emitted loop for a convolution of
-/// `out_feat` output features vectorizes its feature loop, not swapped (a swapped one's
-/// output features are the original batch; only [`VECTORIZED_FROM`] was measured there).
+/// `out_feat` output features vectorizes its feature loop, whether or not XLA swaps its
+/// operands (`out_feat` is the convolution's as written; a swapped chain is claimed up to
+/// [`VECTORIZED_FROM`] only).
 pub(super) fn vectorized_from(out_feat: usize) -> usize {
     rules(out_feat).vectorized_from
 }
@@ -205,8 +210,8 @@ pub(super) struct VectorLoop {
 }
 
 /// XLA:CPU's vectorized feature loop for `g`, where it sums in the order of this module, or
-/// `None`. The caller has checked that `g` runs in that loop, not swapped, with element types
-/// measured there; the operands' layouts do not matter (module documentation).
+/// `None`. The caller has checked that `g` runs in that loop, swapped or not, with element
+/// types measured there; the operands' layouts do not matter (module documentation).
 pub(super) fn vector_loop(g: &Geom) -> Option<VectorLoop> {
     let rules = rules(g.out_feat);
     if g.cin_g < rules.vectorized_from {
