@@ -8,7 +8,10 @@
 //! base-dilation holes are branched over, not added as zeros. A convolution whose operands
 //! XLA swaps ([`super::swap`]) runs there too: the swapped one reverses its window and walks
 //! the original input as its window, so its taps are the original input positions from the
-//! last to the first ([`Taps::Backward`]), features innermost as before. This holds whether
+//! last to the first ([`Taps::Backward`]), features innermost as before. A plain contraction
+//! dimension (an unpadded window as large as the input) is one the swapper keeps as written,
+//! unreversed, so its taps stay in window order (random 3-D shapes with such a dimension of 2
+//! to 4 taps matched 0 to 25% of the bits with it backward, every bit with it forward). This holds whether
 //! or not the original window was reversed: the swapper marks every swapped dimension reversed
 //! and reverses the kernel only where the original was not (XLA's `conv_operand_swapper.cc`,
 //! and the optimized HLO of a reversed 5-tap window over 3 positions shows
@@ -41,14 +44,16 @@
 //! caller's check).
 
 use super::vector_loop::{vector_loop, vectorized_from, VectorLoop, VECTORIZED_FROM};
-use super::Geom;
+use super::{swap, Geom};
 
 /// The order in which XLA:CPU's emitted loop visits the taps of one output element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Taps {
     /// Window order (a reversed window: the convolution as written).
     Forward,
-    /// Input positions from the last to the first (a convolution XLA swapped).
+    /// Input positions from the last to the first (a convolution XLA swapped), except in a
+    /// plain contraction dimension (the window as large as the input), which the swapper
+    /// keeps as written: window order there.
     Backward,
 }
 
@@ -77,9 +82,13 @@ pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOr
     let padded_ok = g.win.iter().all(|w| w.pad_lo >= 0 && w.pad_hi >= 0);
     // Swapped or not, the feature loop follows the output features of the convolution as
     // written (for a swapped one, its batch once swapped): measured with 1 to 16 of them. A
-    // swapped one's chain is claimed up to 49 features, as measured on random shapes: the
-    // longer chains of one or two output features (up to 59) matched a 1-D probe, but a
-    // swapped shape over a single input position (57 features, one output) did not.
+    // swapped one's chain is claimed up to 49 features only: with one or two output features
+    // most stayed one chain up to 59, as written, but some vectorized from 50 and no rule
+    // was found that tells them apart. Read off XLA:CPU's optimized IR for 320 random swapped
+    // shapes (on the host of docs/eval.md's "The host matters"): all that vectorized from 50 had a window dimension reading one input position
+    // through negative padding (a 1x1 or 1x1x1 input under a 3x3 or 3x3x3 window padded by
+    // 1; a 1x2x1 input under a 5x2x5 window padded 3, 0, 2), but so had many that stayed one
+    // chain (a 1x1 input under a 4x4 window padded by 2).
     let chain_below = if swapped {
         VECTORIZED_FROM
     } else {
@@ -96,7 +105,9 @@ pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOr
         return None;
     }
     let taps = if swapped {
-        if unrolled_through_negative_padding(g) {
+        // A dimension that only groups features is kept as written by the swapper, its
+        // window then read over the other operand: not measured.
+        if unrolled_through_negative_padding(g) || g.win.iter().any(swap::group_dimension) {
             return None;
         }
         Taps::Backward

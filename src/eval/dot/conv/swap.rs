@@ -10,6 +10,7 @@
 //! convolution of the reversed kernel by the input with `rhs_reversal=1x1`.
 
 use super::Geom;
+use crate::hlo::WindowDim;
 
 /// Whether XLA's operand swapper rewrites the convolution `g` (module documentation): only
 /// ungrouped convolutions, when the product of their window sizes exceeds the product of the
@@ -20,13 +21,10 @@ pub(super) fn operands_swapped(g: &Geom, feature_groups: i64, batch_groups: i64)
     }
     let (mut kernel, mut swapped) = (1i64, 1i64);
     for (w, &input) in g.win.iter().zip(&g.in_sp) {
-        let input = input as i64;
-        let plain = !w.reversal && w.pad_lo == 0 && w.pad_hi == 0 && w.window_dilation == 1;
-        let group_dim = plain && w.base_dilation == w.size && w.stride == w.size - 1;
-        let contraction = plain && w.size == input && w.base_dilation == 1 && w.stride == 1;
-        if group_dim || contraction {
+        if group_dimension(w) || contraction_dimension(w, input) {
             continue;
         }
+        let input = input as i64;
         // A single input position padded by the whole window each side swaps to the window.
         let full_pad = input == 1
             && w.stride == 1
@@ -39,10 +37,27 @@ pub(super) fn operands_swapped(g: &Geom, feature_groups: i64, batch_groups: i64)
     kernel > swapped
 }
 
+/// Whether window dimension `w` would only group features (base dilation the window's size,
+/// stride one less, otherwise plain): the swapper keeps such a dimension as written.
+pub(super) fn group_dimension(w: &WindowDim) -> bool {
+    plain(w) && w.base_dilation == w.size && w.stride == w.size - 1
+}
+
+/// Whether window dimension `w` over `input` positions is a plain contraction (the window as
+/// large as the input, otherwise plain): the swapper keeps such a dimension as written, so
+/// its taps stay in window order, unreversed, in the swapped convolution.
+pub(super) fn contraction_dimension(w: &WindowDim, input: usize) -> bool {
+    plain(w) && w.size == input as i64 && w.base_dilation == 1 && w.stride == 1
+}
+
+/// An unreversed, unpadded window dimension without window dilation.
+fn plain(w: &WindowDim) -> bool {
+    !w.reversal && w.pad_lo == 0 && w.pad_hi == 0 && w.window_dilation == 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hlo::WindowDim;
 
     /// A 2-D geometry with only what the swapper reads: window and input sizes.
     fn geom(win: [WindowDim; 2], input: [usize; 2]) -> Geom {
@@ -56,6 +71,33 @@ mod tests {
             pad_hi: pad,
             ..WindowDim::default()
         }
+    }
+
+    /// The dimensions XLA's swapper keeps as written (`conv_operand_swapper.cc`): a plain
+    /// contraction (in the optimized HLO of a 5x2x2 window over a 1x3x2 input, padded 2, 1, 0,
+    /// the last dimension keeps `size=2` without `rhs_reversal`) and a feature-grouping one.
+    #[test]
+    fn contraction_and_group_dimensions_are_kept_as_written() {
+        assert!(contraction_dimension(&dim(2, 0), 2));
+        assert!(!contraction_dimension(&dim(2, 0), 3));
+        assert!(!contraction_dimension(&dim(2, 1), 2));
+        let reversed = WindowDim {
+            reversal: true,
+            ..dim(2, 0)
+        };
+        assert!(!contraction_dimension(&reversed, 2));
+        let strided = WindowDim {
+            stride: 2,
+            ..dim(2, 0)
+        };
+        assert!(!contraction_dimension(&strided, 2));
+        let grouping = WindowDim {
+            base_dilation: 3,
+            stride: 2,
+            ..dim(3, 0)
+        };
+        assert!(group_dimension(&grouping));
+        assert!(!group_dimension(&dim(3, 0)));
     }
 
     /// Every case read off XLA:CPU's optimized HLO with the oracle: a swapped convolution takes
