@@ -84,7 +84,7 @@ pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOr
     // written (for a swapped one, its batch once swapped): measured with 1 to 16 of them. A
     // swapped one's chain is claimed up to 49 features only: with one or two output features
     // most stayed one chain up to 59, as written, but some vectorized from 50 and no rule
-    // was found that tells them apart. Read off XLA:CPU's optimized IR for 320 random swapped
+    // was found that tells them apart. Read off XLA:CPU's optimized IR for 321 random swapped
     // shapes (on the host of docs/eval.md's "The host matters"): all that vectorized from 50 had a window dimension reading one input position
     // through negative padding (a 1x1 or 1x1x1 input under a 3x3 or 3x3x3 window padded by
     // 1; a 1x2x1 input under a 5x2x5 window padded 3, 0, 2), but so had many that stayed one
