@@ -338,8 +338,9 @@ fn fma(acc: f32, x: f32, y: f32) -> f32 {
 }
 
 /// Valid (input offset, kernel offset) pairs of spatial dimension `d` for output coordinate
-/// `s`, in window order, or backward (input positions from the last to the first) except in a
-/// plain contraction dimension, which XLA's swapper keeps as written.
+/// `s`, in window order, or backward (input positions from the last to the first) in a
+/// dimension XLA's swapper swaps ([`swap::swapped_dimension`]; it keeps the others as
+/// written).
 fn taps(g: &Geom, d: usize, s: usize, order: Taps) -> Vec<(usize, usize)> {
     let w = &g.win[d];
     let size = w.size as usize;
@@ -356,7 +357,7 @@ fn taps(g: &Geom, d: usize, s: usize, order: Taps) -> Vec<(usize, usize)> {
         let kk = if w.reversal { size - 1 - kpos } else { kpos };
         v.push((q * g.is_sp[d], kk * g.ks_sp[d]));
     }
-    if order == Taps::Backward && !swap::contraction_dimension(w, g.in_sp[d]) {
+    if order == Taps::Backward && swap::swapped_dimension(w, g.in_sp[d]) {
         v.reverse();
     }
     v

@@ -11,11 +11,11 @@
 //! last to the first ([`Taps::Backward`]), features innermost as before. A plain contraction
 //! dimension (an unpadded window as large as the input) is one the swapper keeps as written,
 //! unreversed, so its taps stay in window order (random 3-D shapes with such a dimension of 2
-//! to 4 taps matched 0 to 25% of the bits with it backward, every bit with it forward). This holds whether
-//! or not the original window was reversed: the swapper marks every swapped dimension reversed
-//! and reverses the kernel only where the original was not (XLA's `conv_operand_swapper.cc`,
-//! and the optimized HLO of a reversed 5-tap window over 3 positions shows
-//! `rhs_reversal=1` with no `reverse`), so the loop is the same.
+//! to 4 taps matched 0 to 25% of the bits with it backward, every bit with it forward).
+//! The backward order holds whether or not the original window was reversed: the swapper
+//! marks every swapped dimension reversed and reverses the kernel only where the original was
+//! not (XLA's `conv_operand_swapper.cc`, and the optimized HLO of a reversed 5-tap window over
+//! 3 positions shows `rhs_reversal=1` with no `reverse`), so the loop is the same.
 //!
 //! The feature loop is where LLVM changes the order: a short one is unrolled whole and stays
 //! one chain ([`Features::Chain`]), a longer one is vectorized 8 wide in 4 interleaved parts
@@ -51,9 +51,9 @@ use super::{swap, Geom};
 pub(super) enum Taps {
     /// Window order (a reversed window: the convolution as written).
     Forward,
-    /// Input positions from the last to the first (a convolution XLA swapped), except in a
-    /// plain contraction dimension (the window as large as the input), which the swapper
-    /// keeps as written: window order there.
+    /// Input positions from the last to the first (a convolution XLA swapped), in the
+    /// dimensions the swapper swaps; window order in a plain contraction dimension (the
+    /// window as large as the input), which it keeps as written.
     Backward,
 }
 
@@ -85,10 +85,11 @@ pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOr
     // swapped one's chain is claimed up to 49 features only: with one or two output features
     // most stayed one chain up to 59, as written, but some vectorized from 50 and no rule
     // was found that tells them apart. Read off XLA:CPU's optimized IR for 321 random swapped
-    // shapes (on the host of docs/eval.md's "The host matters"): all that vectorized from 50 had a window dimension reading one input position
-    // through negative padding (a 1x1 or 1x1x1 input under a 3x3 or 3x3x3 window padded by
-    // 1; a 1x2x1 input under a 5x2x5 window padded 3, 0, 2), but so had many that stayed one
-    // chain (a 1x1 input under a 4x4 window padded by 2).
+    // shapes (on the host of docs/eval.md's "The host matters"): all that vectorized from 50
+    // had a window dimension reading one input position through negative padding (a 1x1 or
+    // 1x1x1 input under a 3x3 or 3x3x3 window padded by 1; a 1x2x1 input under a 5x2x5 window
+    // padded 3, 0, 2), but so had many that stayed one chain (a 1x1 input under a 4x4 window
+    // padded by 2).
     let chain_below = if swapped {
         VECTORIZED_FROM
     } else {

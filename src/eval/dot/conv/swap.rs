@@ -21,7 +21,7 @@ pub(super) fn operands_swapped(g: &Geom, feature_groups: i64, batch_groups: i64)
     }
     let (mut kernel, mut swapped) = (1i64, 1i64);
     for (w, &input) in g.win.iter().zip(&g.in_sp) {
-        if group_dimension(w) || contraction_dimension(w, input) {
+        if !swapped_dimension(w, input) {
             continue;
         }
         let input = input as i64;
@@ -37,6 +37,13 @@ pub(super) fn operands_swapped(g: &Geom, feature_groups: i64, batch_groups: i64)
     kernel > swapped
 }
 
+/// Whether the swapper swaps window dimension `w` over `input` positions (reverses it and
+/// walks the input as the window) rather than keep it as written: every dimension but a
+/// feature-grouping one or a plain contraction.
+pub(super) fn swapped_dimension(w: &WindowDim, input: usize) -> bool {
+    !group_dimension(w) && !contraction_dimension(w, input)
+}
+
 /// Whether window dimension `w` would only group features (base dilation the window's size,
 /// stride one less, otherwise plain): the swapper keeps such a dimension as written.
 pub(super) fn group_dimension(w: &WindowDim) -> bool {
@@ -46,7 +53,7 @@ pub(super) fn group_dimension(w: &WindowDim) -> bool {
 /// Whether window dimension `w` over `input` positions is a plain contraction (the window as
 /// large as the input, otherwise plain): the swapper keeps such a dimension as written, so
 /// its taps stay in window order, unreversed, in the swapped convolution.
-pub(super) fn contraction_dimension(w: &WindowDim, input: usize) -> bool {
+fn contraction_dimension(w: &WindowDim, input: usize) -> bool {
     plain(w) && w.size == input as i64 && w.base_dilation == 1 && w.stride == 1
 }
 
