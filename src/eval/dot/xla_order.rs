@@ -27,10 +27,10 @@
 //! - **A dot of two vectors** (M = N = 1) is rewritten into `reduce(multiply)`
 //!   ([`dot_products`]), bit-exact where the reduce is (fewer than 4096 products).
 //! - **A transposed lhs** (contracting its major dimension) with M, N > 1 is a plain `dot`
-//!   that XLA:CPU runs through Eigen's matrix product: FMA chains in near-equal depth blocks
-//!   no longer than a maximum Eigen derives from the host's L1 cache. Up to K = 256 that is
-//!   one block on any current host, which the blocks of 256 here reproduce (bit-exact);
-//!   beyond, within tolerance.
+//!   that XLA:CPU runs through Eigen's tensor contraction, TSL's blocking and oneDNN's
+//!   sgemm: FMA chains over depth parts that depend on the product's size and on the host's
+//!   L1 cache and thread count ([`eigen_product`], bit-exact on the measuring host). With M
+//!   and N both at most 3 it is XLA's own emitter instead, one chain.
 //! - **A 2-D convolution with a 1×1 window** (no padding, one group) is a YNNPACK product too,
 //!   in the tiled order whatever its M and N ([`tiled_product`], used by
 //!   `conv/pointwise.rs`).
@@ -45,6 +45,7 @@
 //! several lanes or deeper blocks (narrow panels: `kc = 32768 / width`) run in
 //! [`lane_panel`].
 
+use super::eigen_product::{self, EigenOrder, MEASURING_HOST};
 use super::view::MatView;
 use super::ynn_panels::{self, Panel};
 use rayon::prelude::*;
@@ -65,14 +66,20 @@ pub(crate) enum Kernel {
     /// above [`BF16_CONVERTED_EXTENT`]: YNNPACK's bf16 kernel ([`ynn_panels::bf16_panels`]),
     /// the same order with the rhs packed (contiguous in k) or not.
     Bf16Pairs,
-    /// A transposed lhs (contracting its major dimension) with M, N > 1 (Eigen's product),
-    /// or a dot of two vectors that YNNPACK reduces ([`Kernel::DotProduct`]): orders not
+    /// A transposed lhs (contracting its major dimension) with M, N > 1, not both at most
+    /// 3: Eigen's tensor contraction ([`eigen_product::order`]); where that order is not
+    /// reproduced, as [`Kernel::Other`]. The order depends on the whole product's M, so
+    /// [`sgemm`] must be given whole products (as the dot's `Split::Batches` does).
+    Eigen,
+    /// A dot of two vectors that YNNPACK reduces ([`Kernel::DotProduct`]): order not
     /// identified beyond one block (every column gets [`UNIDENTIFIED_BLOCK_DEPTH`]).
     Other,
     /// One FMA chain over all of K per output, from zero ([`lane_panel`] with one block):
     /// XLA's column-major matrix-vector emitter (`ColumnMajorMatrixVectorProductEmitter`),
     /// for M = 1 with an rhs not contiguous in k or N = 1 with an lhs not contiguous in k,
-    /// and XLA's own emitter for a product too small for YNNPACK (M, K and N all below 8).
+    /// and XLA's own emitter for a product too small for YNNPACK (M, K and N all below 8)
+    /// or, with a transposed lhs, too narrow for Eigen (M and N both at most
+    /// [`NAIVE_EXTENT`]).
     Chain,
     /// XLA's row-major matrix-vector emitter (`RowMajorMatrixVectorProductEmitter`): N = 1
     /// with an lhs contiguous in k, or M = 1 with an rhs contiguous in k ([`row_gemv`]).
@@ -108,7 +115,8 @@ impl Kernel {
             (1, _) if rhs_k_stride == 1 => Kernel::RowGemv,
             (_, 1) | (1, _) => Kernel::Chain,
             _ if m.max(n).max(k) < YNN_MIN_EXTENT => Kernel::Chain,
-            _ if lhs_k_stride != 1 => Kernel::Other,
+            _ if lhs_k_stride != 1 && m.max(n) <= NAIVE_EXTENT => Kernel::Chain,
+            _ if lhs_k_stride != 1 => Kernel::Eigen,
             _ if lt == BF16 && rt == BF16 && ty == F32 && m.max(n) > BF16_CONVERTED_EXTENT => {
                 Kernel::Bf16Pairs
             }
@@ -123,6 +131,11 @@ impl Kernel {
 /// (`IsDotSupportedByYnn` in XLA's `backends/cpu/ynn_support.cc`); smaller ones are XLA's own
 /// `dot`, as the optimized HLO shows for 4×7×4 but not for 2×8×2 or 8×7×8.
 pub(crate) const YNN_MIN_EXTENT: usize = 8;
+
+/// The largest M and N of a product with a transposed lhs that XLA:CPU sums in one FMA chain
+/// per output instead of sending it to Eigen: 2x2, 2x3, 3x2 and 3x3 outputs of up to 4329
+/// terms are one chain in the oracle, 2x4, 4x2, 3x4 and 4x3 follow [`eigen_product`].
+pub(crate) const NAIVE_EXTENT: usize = 3;
 
 /// The largest M and N of a bf16 product with an f32 result that XLA:CPU converts to f32
 /// instead of running YNNPACK's bf16 kernel: measured over M and N in 2..12 and K of 8, 300
@@ -184,6 +197,30 @@ pub(crate) unsafe fn sgemm(
             return unsafe { row_gemv((rows, k), a, ars, b, brs, c) };
         }
         Kernel::RowGemv => return unsafe { row_gemv((n, k), b, bcs, a, acs, c) },
+        Kernel::Eigen => {
+            let (a, b) = ((a, ars, acs), (b, brs, bcs));
+            match eigen_product::order((rows, n, k), &MEASURING_HOST) {
+                // SAFETY (both calls): forwarded from the caller; the parts cover 0..k, each
+                // at most 384 terms (oneDNN's parts), below MAX_BLOCK_DEPTH.
+                Some(EigenOrder::Sequential(parts)) => {
+                    return unsafe { chains((rows, n, n), a, b, c, 0, &parts) };
+                }
+                Some(EigenOrder::Sharded(shards)) => {
+                    let mut shard = vec![0f32; rows * n];
+                    let mut k0 = 0;
+                    for (i, parts) in shards.iter().enumerate() {
+                        let out = if i == 0 { &mut *c } else { &mut shard[..] };
+                        unsafe { chains((rows, n, n), a, b, out, k0, parts) };
+                        if i > 0 {
+                            add_row(&mut c[..rows * n], &shard);
+                        }
+                        k0 += parts.iter().sum::<usize>();
+                    }
+                    return;
+                }
+                None => {}
+            }
+        }
         Kernel::Tiled { .. } | Kernel::Bf16Pairs | Kernel::Other | Kernel::DotProduct => {}
     }
     for p in panels_for(rows, n, kernel) {
@@ -192,34 +229,68 @@ pub(crate) unsafe fn sgemm(
             unsafe { lane_panel((rows, k, n), a, (ars, acs), b, (brs, bcs), c, &p) };
             continue;
         }
-        let (j0, cols, kc) = (p.first, p.cols, p.kc);
-        let mut k0 = 0;
-        while k0 < k {
-            let depth = kc.min(k - k0);
-            let beta = if k0 == 0 { 0.0 } else { 1.0 };
-            // SAFETY: block k0..k0 + depth of `a`'s columns, and of `b`'s rows restricted to
-            // columns j0..j0 + cols, lie inside the matrices the caller vouched for; `c` holds
-            // rows x n elements with row stride n, of which columns j0..j0 + cols are written.
-            unsafe {
-                matrixmultiply::sgemm(
-                    rows,
-                    depth,
-                    cols,
-                    1.0,
-                    a.offset(k0 as isize * acs),
-                    ars,
-                    acs,
-                    b.offset(k0 as isize * brs + j0 as isize * bcs),
-                    brs,
-                    bcs,
-                    beta,
-                    c.as_mut_ptr().add(j0),
-                    n as isize,
-                    1,
-                )
-            };
-            k0 += depth;
-        }
+        let parts: Vec<usize> = ynn_panels::blocks(&p, k).iter().map(|b| b.1).collect();
+        let b_panel = (b.wrapping_offset(p.first as isize * bcs), brs, bcs);
+        // SAFETY: forwarded from the caller: columns first..first + cols of `b` and of `c`'s
+        // rows (stride n) lie inside them, and a single-lane panel's blocks are at most
+        // MAX_BLOCK_DEPTH (checked above).
+        unsafe {
+            chains(
+                (rows, p.cols, n),
+                (a, ars, acs),
+                b_panel,
+                &mut c[p.first..],
+                0,
+                &parts,
+            )
+        };
+    }
+}
+
+/// `c = Σ a[.., part] · b[part, ..]` over consecutive depth parts of the lengths `parts`
+/// from term `k0` on: each part one FMA chain from zero per output, added to `c` in turn (the
+/// first one written), through `matrixmultiply`, whose micro-kernel sums that chain and
+/// whose epilogue `c + ab` is the addition as long as it does not split a part again (every
+/// part at most [`MAX_BLOCK_DEPTH`]). `c` is `rows x cols` with row stride `ldc`.
+///
+/// # Safety
+/// `a` (`rows x (k0 + Σ parts)`, strides `(ars, acs)`) and `b` (`(k0 + Σ parts) x cols`)
+/// must lie inside their buffers, every part must be at most [`MAX_BLOCK_DEPTH`], and `c`
+/// must hold `(rows - 1) * ldc + cols` elements.
+unsafe fn chains(
+    (rows, cols, ldc): (usize, usize, usize),
+    (a, ars, acs): (*const f32, isize, isize),
+    (b, brs, bcs): (*const f32, isize, isize),
+    c: &mut [f32],
+    k0: usize,
+    parts: &[usize],
+) {
+    debug_assert!(rows == 0 || c.len() >= (rows - 1) * ldc + cols);
+    let mut kk = k0;
+    for (i, &depth) in parts.iter().enumerate() {
+        debug_assert!(depth <= MAX_BLOCK_DEPTH);
+        let beta = if i == 0 { 0.0 } else { 1.0 };
+        // SAFETY: terms kk..kk + depth of `a`'s rows and `b`'s columns lie inside the
+        // matrices the caller vouched for, and `c` holds its rows x cols (stride ldc).
+        unsafe {
+            matrixmultiply::sgemm(
+                rows,
+                depth,
+                cols,
+                1.0,
+                a.offset(kk as isize * acs),
+                ars,
+                acs,
+                b.offset(kk as isize * brs),
+                brs,
+                bcs,
+                beta,
+                c.as_mut_ptr(),
+                ldc as isize,
+                1,
+            )
+        };
+        kk += depth;
     }
 }
 

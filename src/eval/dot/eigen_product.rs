@@ -1,0 +1,324 @@
+//! XLA:CPU's summation order for the f32 products it hands to its Eigen runtime: a plain
+//! `dot` whose lhs is contracted along its major dimension (a transposed lhs), M and N above
+//! 1 and not both at most 3 ([`Kernel::Eigen`](super::xla_order::Kernel::Eigen)).
+//!
+//! XLA:CPU's `DotThunk` evaluates such a product as an Eigen tensor contraction on its
+//! intra-op thread pool, with TSL's contraction kernel (`eigen_contraction_kernel.h`), which
+//! refines Eigen's block sizes and hands each block to oneDNN's `sgemm`. Row-major operands
+//! are read as the column-major transposes, so Eigen's `m` is XLA's N and Eigen's `n` is
+//! XLA's M. One output's sum follows from four decisions, each restated here from its source
+//! and checked against the oracle (`tools/fixtures/fx_dot_order.py`, fixtures
+//! `dot_order_eigen_*`):
+//! 1. Eigen's cost model (`evalProductImpl` in `TensorContractionThreadPool.h`,
+//!    `TensorCostModel`) picks one of three evaluations ([`Evaluation`]).
+//! 2. Eigen's blocking heuristic (`evaluateProductBlockingSizesHeuristic`) gives the depth
+//!    block `kc` ([`eigen_kc`]).
+//! 3. TSL cuts the depth into `ceil(k / kc)` slices of `k / slices` terms rounded up to a
+//!    multiple of 8, the last one shorter ([`tsl_slices`]).
+//! 4. oneDNN's sgemm splits a slice deeper than 384 terms into near-equal parts
+//!    ([`onednn_parts`]). Each part is one fused multiply-add chain from zero per output,
+//!    added to the output in turn.
+//!
+//! Not reproduced: the last column of a result whose N is one past a multiple of 48 (49, 97,
+//! 145, 193 measured; 17, 33, 50, 57 and 65 are not affected): oneDNN unrolls its M by 48
+//! and sums a last single row in another kernel, in 8 lanes with tails of its own, measured
+//! only in part; every other column is bit-exact (`tools/fixtures/check_eigen_dots.py` checks
+//! them). And a depth sharded into four or more blocks ([`order`]).
+//!
+//! The numbers Eigen reads from the host (its L1 and L3 cache sizes from cpuid, the pool's
+//! thread count) are those of the host the fixtures were recorded on, [`MEASURING_HOST`]:
+//! another host's XLA:CPU may block differently (a host with a 32 KiB L1 cuts 1300 terms
+//! into four slices of 328, the fixture `dot_order_lhs_transposed`), which is why these are
+//! named, not hidden in the formulas.
+
+/// What Eigen reads from the host: its caches (cpuid) and XLA:CPU's intra-op thread pool
+/// (one thread per CPU).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EigenHost {
+    /// L1 data cache, bytes.
+    pub(crate) l1_bytes: usize,
+    /// Last-level cache, bytes.
+    pub(crate) l3_bytes: usize,
+    /// Threads in the intra-op pool.
+    pub(crate) threads: usize,
+}
+
+/// The host the `dot_order_eigen_*` fixtures were recorded on: a 2-CPU Emerald Rapids
+/// virtual machine (48 KiB L1d, 300 MiB L3), the kind CI runs on.
+pub(crate) const MEASURING_HOST: EigenHost = EigenHost {
+    l1_bytes: 48 << 10,
+    l3_bytes: 300 << 20,
+    threads: 2,
+};
+
+/// Register block of Eigen's `gebp_traits<float, float>` as XLA's Eigen is built (AVX
+/// without FMA): `mr` rows (two packets of 8), `nr` columns. They enter the cache formulas.
+const MR: usize = 16;
+const NR: usize = 4;
+/// Floats per packet (AVX), the multiple TSL and the depth sharding round to.
+const PACKET: usize = 8;
+/// Eigen's cap on the depth block when several threads share a product ("value determined
+/// experimentally").
+const PARALLEL_KC_CAP: usize = 320;
+/// The deepest part oneDNN's avx512 sgemm sums without splitting (its `bk`), measured: 384
+/// terms stay one chain, 392 become two of 196.
+const ONEDNN_BK: usize = 384;
+/// How Eigen evaluates the contraction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Evaluation {
+    /// One thread (`evalProductSequential`), the blocking of one thread.
+    Sequential,
+    /// Output blocks shared among `threads` (`EvalParallelContext`); every output still sums
+    /// its depth slices in order.
+    Parallel { threads: usize },
+    /// The depth cut into blocks for `threads` threads (`EvalShardedByInnerDimContext`),
+    /// each summed into its own buffer, the buffers added at the end.
+    ShardedDepth { threads: usize },
+}
+
+/// One output's order: depth parts in k order, each an FMA chain from zero.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum EigenOrder {
+    /// The parts added to the output one after another.
+    Sequential(Vec<usize>),
+    /// Depth shards, each summed as [`EigenOrder::Sequential`] into its own buffer, then
+    /// each shard after the first added to the first in order (Eigen's aggregation of a
+    /// range of fewer than four blocks).
+    Sharded(Vec<Vec<usize>>),
+}
+
+/// The order of the `m x k` by `k x n` product (XLA's M, K, N) on `host` (for every column
+/// but, when N is one past a multiple of 48, the last: module documentation), or `None` for
+/// a depth sharded
+/// into four or more blocks (Eigen then adds blocks in a tree, which a 2-thread host never
+/// does and which was not measured).
+pub(crate) fn order((m, n, k): (usize, usize, usize), host: &EigenHost) -> Option<EigenOrder> {
+    let (em, en) = (n, m);
+    Some(match evaluation(em, en, k, host) {
+        Evaluation::Sequential => EigenOrder::Sequential(gemm_parts(k, em, en, 1, host)),
+        Evaluation::Parallel { threads } => {
+            EigenOrder::Sequential(gemm_parts(k, em, en, threads, host))
+        }
+        Evaluation::ShardedDepth { threads } => {
+            let block = (k.div_ceil(threads).div_ceil(PACKET) * PACKET).max(12 * PACKET);
+            let block = block.min(k);
+            let blocks = k.div_ceil(block);
+            if blocks >= 4 {
+                return None;
+            }
+            let shards = (0..blocks)
+                .map(|i| {
+                    let len = if i + 1 < blocks { block } else { k - block * i };
+                    gemm_parts(len, em, en, blocks, host)
+                })
+                .collect();
+            EigenOrder::Sharded(shards)
+        }
+    })
+}
+
+/// Eigen's choice among [`Evaluation`]s for an `m x k` by `k x n` contraction (Eigen's
+/// names): the thread count its cost model gives, and whether sharding the depth is better.
+fn evaluation(m: usize, n: usize, k: usize, host: &EigenHost) -> Evaluation {
+    let threads = output_threads(m, n, k, host);
+    let by_k = depth_threads(m, n, k, host);
+    if shard_by_depth(m, n, k, threads, by_k, host) {
+        return Evaluation::ShardedDepth { threads: by_k };
+    }
+    if threads == 1 || n == 1 {
+        Evaluation::Sequential
+    } else {
+        Evaluation::Parallel { threads }
+    }
+}
+
+/// Eigen's cost of one contraction step in device cycles (`TensorCostModel::totalCost` of a
+/// `TensorOpCost`): loads and stores at 11/64 cycles a byte (an L2 line), compute as given.
+fn cycles(count: f64, loaded: f64, stored: f64, compute: f64) -> f64 {
+    const PER_BYTE: f64 = 11.0 / 64.0;
+    count * (PER_BYTE * loaded + PER_BYTE * stored + compute)
+}
+
+/// Eigen's `computeBandwidth`: cycles per multiply-add, 0.5 (vector FMA) raised to 1.0 in a
+/// build without FMA, 2.0 when a block is too narrow to vectorise, 4.0 for a depth of 1.
+fn bandwidth(rows: usize, cols: usize, depth: usize) -> f64 {
+    if depth == 1 {
+        4.0
+    } else if rows < NR || cols < MR {
+        2.0
+    } else {
+        1.0
+    }
+}
+
+/// The threads Eigen's cost model gives the product (`TensorCostModel::numThreads` of
+/// `contractionCost` for the blocking of 2 threads). TSL rounds Eigen's block rows up to a
+/// multiple of 48 and columns to 24 (or the whole extent), so a block is narrower than the
+/// register block only when the matrix is.
+fn output_threads(m: usize, n: usize, k: usize, host: &EigenHost) -> usize {
+    let by_col = shard_by_col(m, n, 2);
+    let bk = tsl_slices(k, m, n, 2, host)[0] as f64;
+    let compute = bk * bandwidth(m, n, bk as usize) / PACKET as f64;
+    let (lhs, rhs) = (4.0 * bk / n as f64, 4.0 * bk / m as f64);
+    let loaded = if by_col { rhs } else { lhs };
+    let cost = cycles(n as f64 * m as f64, loaded, 4.0, compute);
+    let threads = (cost - 100_000.0) / 100_000.0 + 0.9;
+    (threads.min(i32::MAX as f64) as i64)
+        .max(1)
+        .min(host.threads as i64) as usize
+}
+
+/// Eigen's `shardByCol` (for the cost model's first guess with 2 threads).
+fn shard_by_col(m: usize, n: usize, threads: usize) -> bool {
+    let t = threads;
+    let barely_by_rows =
+        n / t < 4 * NR && !n.is_multiple_of(t * NR) && (m.is_multiple_of(t * NR) || m / n >= 6);
+    if m / t >= NR && (n / t < NR || barely_by_rows) {
+        return false;
+    }
+    !(n / t < 16 * NR && m > n * 32)
+}
+
+/// Eigen's `numThreadsInnerDim`: the even thread count (up to the pool's) that minimises the
+/// cost of sharding the depth, partial sums included; 1 when none pays.
+fn depth_threads(m: usize, n: usize, k: usize, host: &EigenHost) -> usize {
+    // The sharded gemm runs by column: Eigen passes `(n, m)` where the block gemm passes `(m, n)`.
+    let compute = bandwidth(n, m, k) * m as f64 * n as f64 / PACKET as f64;
+    let parallel = cycles(k as f64, 4.0 * n as f64, 4.0, compute);
+    let reduction = cycles((m * n) as f64, 2.0, 1.0, 1.0 / PACKET as f64);
+    let (mut best_threads, mut best) = (1, parallel);
+    for t in (2..=host.threads).step_by(2) {
+        let cost = parallel / t as f64 + 100_000.0 + t as f64 * (reduction + 3000.0);
+        if cost < best {
+            (best_threads, best) = (t, cost);
+        }
+    }
+    best_threads
+}
+
+/// Eigen's `shardByInnerDim`.
+fn shard_by_depth(
+    m: usize,
+    n: usize,
+    k: usize,
+    threads: usize,
+    by_k: usize,
+    h: &EigenHost,
+) -> bool {
+    if n == 1 || by_k < 2 || by_k < threads || m * n * 4 > h.l3_bytes / by_k || k / by_k < 2 * NR {
+        return false;
+    }
+    m.max(n) / threads < NR || (k / by_k > 8 * NR && (m.min(n) < 2 * NR || by_k > threads))
+}
+
+/// Eigen's depth block `kc` for `threads` threads (`evaluateProductBlockingSizesHeuristic`):
+/// several threads take at most [`PARALLEL_KC_CAP`]; one thread takes the largest multiple
+/// of 8 whose `mr x kc` lhs and `kc x nr` rhs panels fit the L1 cache, shrunk so that the
+/// blocks come out nearly equal (never for a product below 48 in every extent).
+fn eigen_kc(k: usize, m: usize, n: usize, threads: usize, host: &EigenHost) -> usize {
+    let (kdiv, ksub) = (4 * (MR + NR), MR * NR * 4);
+    let fit = host.l1_bytes.saturating_sub(ksub) / kdiv;
+    if threads > 1 {
+        let cache = fit.clamp(8, PARALLEL_KC_CAP);
+        return if cache < k { cache - cache % 8 } else { k };
+    }
+    if k.max(m).max(n) < 48 {
+        return k;
+    }
+    let max_kc = (fit & !7).max(1);
+    if k <= max_kc {
+        k
+    } else if k.is_multiple_of(max_kc) {
+        max_kc
+    } else {
+        max_kc - 8 * ((max_kc - 1 - k % max_kc) / (8 * (k / max_kc + 1)))
+    }
+}
+
+/// TSL's depth slices (`TensorContractionBlocking` in `eigen_contraction_kernel.h`):
+/// `ceil(k / kc)` slices of `k / slices` terms rounded up to a multiple of [`PACKET`], the
+/// last one what is left (a single term after 1185 = 592 + 592 + 1).
+fn tsl_slices(k: usize, m: usize, n: usize, threads: usize, host: &EigenHost) -> Vec<usize> {
+    let kc = eigen_kc(k, m, n, threads, host).max(1);
+    let slices = k.div_ceil(kc).max(1);
+    let depth = ((k / slices).div_ceil(PACKET) * PACKET).clamp(1, k.max(1));
+    parts_of(k, depth)
+}
+
+/// oneDNN's parts of a slice: `ceil(len / 384)` near-equal parts, the first ones rounded up.
+fn onednn_parts(len: usize) -> Vec<usize> {
+    let parts = len.div_ceil(ONEDNN_BK).max(1);
+    parts_of(len, len.div_ceil(parts).max(1))
+}
+
+/// `len` cut into pieces of `step`, the last one what is left.
+fn parts_of(len: usize, step: usize) -> Vec<usize> {
+    (0..len)
+        .step_by(step)
+        .map(|k0| step.min(len - k0))
+        .collect()
+}
+
+/// The chains of one gemm over a depth of `k` with `threads` threads: TSL's slices, each cut
+/// as oneDNN cuts it.
+fn gemm_parts(k: usize, m: usize, n: usize, threads: usize, host: &EigenHost) -> Vec<usize> {
+    tsl_slices(k, m, n, threads, host)
+        .into_iter()
+        .flat_map(onednn_parts)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seq(m: usize, n: usize, k: usize) -> Vec<usize> {
+        match order((m, n, k), &MEASURING_HOST) {
+            Some(EigenOrder::Sequential(v)) => v,
+            other => panic!("{m}x{k}x{n}: {other:?}"),
+        }
+    }
+
+    /// Block lengths read off the oracle with the big-term probe (a term of 2^25 among
+    /// ones: the terms after it in its chain are lost) and confirmed bit for bit on random
+    /// data, XLA's M = 8, N = 64, on the measuring host.
+    #[test]
+    fn one_thread_blocks_match_the_measured_ones() {
+        assert_eq!(seq(8, 64, 384), [384]);
+        assert_eq!(seq(8, 64, 392), [196, 196]);
+        assert_eq!(seq(8, 64, 403), [202, 201]);
+        assert_eq!(seq(8, 64, 600), [300, 300]);
+        assert_eq!(seq(8, 64, 660), [336, 324]);
+        assert_eq!(seq(8, 64, 800), [200, 200, 200, 200]);
+        assert_eq!(seq(8, 64, 900), [228, 228, 222, 222]);
+        assert_eq!(seq(8, 64, 1288), [216, 216, 216, 216, 212, 212]);
+        assert_eq!(seq(8, 64, 1185), [296, 296, 296, 296, 1]);
+    }
+
+    /// The L1 size moves the one-thread block: the fixture recorded on a 32 KiB-L1 host
+    /// (`dot_order_lhs_transposed`, 1300 terms) matches four slices of 328 bit for bit.
+    #[test]
+    fn a_smaller_l1_cuts_deeper_products_finer() {
+        let host = EigenHost {
+            l1_bytes: 32 << 10,
+            ..MEASURING_HOST
+        };
+        assert_eq!(
+            order((8, 64, 1300), &host),
+            Some(EigenOrder::Sequential(vec![328, 328, 328, 316]))
+        );
+    }
+
+    /// Larger products: output blocks on two threads (slices of at most 320) or the depth
+    /// sharded in two (33 x 47 x 1217: 312 + 304 and 304 + 297, the second shard's sum
+    /// added to the first's), both matched bit for bit by the oracle.
+    #[test]
+    fn parallel_and_sharded_products() {
+        assert_eq!(seq(128, 128, 1217), [304, 304, 304, 304, 1]);
+        assert_eq!(seq(128, 128, 500), [256, 244]);
+        assert_eq!(
+            order((33, 47, 1217), &MEASURING_HOST),
+            Some(EigenOrder::Sharded(vec![vec![312, 304], vec![304, 297]]))
+        );
+    }
+}
