@@ -63,6 +63,28 @@ const PARALLEL_KC_CAP: usize = 320;
 /// The deepest part oneDNN's avx512 sgemm sums without splitting (its `bk`), measured: 384
 /// terms stay one chain, 392 become two of 196.
 const ONEDNN_BK: usize = 384;
+/// The operand along XLA's M (Eigen's right-hand side, read along Eigen's `n`), as Eigen's
+/// cost model prices reading it: a matrix in memory (a dot), or the image patches of a
+/// convolution, which Eigen's `TensorImagePatchOp` computes on the fly from the input (its
+/// `costPerCoeff`: the input's 4 bytes plus 3 integer divisions at 24 cycles and 14
+/// multiplications at 1, per packet of 8). The left-hand side (the kernel, or the other matrix)
+/// is always a matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowsOperand {
+    Matrix,
+    ImagePatches,
+}
+
+impl RowsOperand {
+    /// Eigen's compute cycles per coefficient beyond the load.
+    fn compute(self) -> f64 {
+        match self {
+            RowsOperand::Matrix => 0.0,
+            RowsOperand::ImagePatches => (3.0 * 24.0 + 14.0) / PACKET as f64,
+        }
+    }
+}
+
 /// How Eigen evaluates the contraction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Evaluation {
@@ -92,9 +114,13 @@ pub(crate) enum EigenOrder {
 /// a depth sharded
 /// into four or more blocks (Eigen then adds blocks in a tree, which a 2-thread host never
 /// does and which was not measured).
-pub(crate) fn order((m, n, k): (usize, usize, usize), host: &EigenHost) -> Option<EigenOrder> {
+pub(crate) fn order(
+    (m, n, k): (usize, usize, usize),
+    rows: RowsOperand,
+    host: &EigenHost,
+) -> Option<EigenOrder> {
     let (em, en) = (n, m);
-    Some(match evaluation(em, en, k, host) {
+    Some(match evaluation(em, en, k, rows, host) {
         Evaluation::Sequential => EigenOrder::Sequential(gemm_parts(k, em, en, 1, host)),
         Evaluation::Parallel { threads } => {
             EigenOrder::Sequential(gemm_parts(k, em, en, threads, host))
@@ -117,11 +143,24 @@ pub(crate) fn order((m, n, k): (usize, usize, usize), host: &EigenHost) -> Optio
     })
 }
 
+/// Whether every output of the product sums its `k` terms in one FMA chain from zero: not
+/// cut into parts or shards ([`order`]), and no column in oneDNN's other kernel (N one past a
+/// multiple of 48, module documentation).
+pub(crate) fn one_chain(
+    (m, n, k): (usize, usize, usize),
+    rows: RowsOperand,
+    host: &EigenHost,
+) -> bool {
+    let single =
+        matches!(order((m, n, k), rows, host), Some(EigenOrder::Sequential(p)) if p.len() == 1);
+    single && (n <= 1 || n % 48 != 1)
+}
+
 /// Eigen's choice among [`Evaluation`]s for an `m x k` by `k x n` contraction (Eigen's
 /// names): the thread count its cost model gives, and whether sharding the depth is better.
-fn evaluation(m: usize, n: usize, k: usize, host: &EigenHost) -> Evaluation {
-    let threads = output_threads(m, n, k, host);
-    let by_k = depth_threads(m, n, k, host);
+fn evaluation(m: usize, n: usize, k: usize, rows: RowsOperand, host: &EigenHost) -> Evaluation {
+    let threads = output_threads(m, n, k, rows, host);
+    let by_k = depth_threads(m, n, k, rows, host);
     if shard_by_depth(m, n, k, threads, by_k, host) {
         return Evaluation::ShardedDepth { threads: by_k };
     }
@@ -155,12 +194,15 @@ fn bandwidth(rows: usize, cols: usize, depth: usize) -> f64 {
 /// `contractionCost` for the blocking of 2 threads). TSL rounds Eigen's block rows up to a
 /// multiple of 48 and columns to 24 (or the whole extent), so a block is narrower than the
 /// register block only when the matrix is.
-fn output_threads(m: usize, n: usize, k: usize, host: &EigenHost) -> usize {
+fn output_threads(m: usize, n: usize, k: usize, rows: RowsOperand, host: &EigenHost) -> usize {
     let by_col = shard_by_col(m, n, 2);
     let bk = tsl_slices(k, m, n, 2, host)[0] as f64;
-    let compute = bk * bandwidth(m, n, bk as usize) / PACKET as f64;
+    // The lhs (read k/n times per output) and rhs (k/m times); Eigen drops the lhs's memory
+    // cost when sharding by column, the rhs's otherwise, never a compute cost.
     let (lhs, rhs) = (4.0 * bk / n as f64, 4.0 * bk / m as f64);
     let loaded = if by_col { rhs } else { lhs };
+    let compute =
+        bk * bandwidth(m, n, bk as usize) / PACKET as f64 + rows.compute() * bk / m as f64;
     let cost = cycles(n as f64 * m as f64, loaded, 4.0, compute);
     let threads = (cost - 100_000.0) / 100_000.0 + 0.9;
     (threads.min(i32::MAX as f64) as i64)
@@ -181,9 +223,10 @@ fn shard_by_col(m: usize, n: usize, threads: usize) -> bool {
 
 /// Eigen's `numThreadsInnerDim`: the even thread count (up to the pool's) that minimises the
 /// cost of sharding the depth, partial sums included; 1 when none pays.
-fn depth_threads(m: usize, n: usize, k: usize, host: &EigenHost) -> usize {
+fn depth_threads(m: usize, n: usize, k: usize, rows: RowsOperand, host: &EigenHost) -> usize {
     // The sharded gemm runs by column: Eigen passes `(n, m)` where the block gemm passes `(m, n)`.
     let compute = bandwidth(n, m, k) * m as f64 * n as f64 / PACKET as f64;
+    let compute = compute + rows.compute() * n as f64;
     let parallel = cycles(k as f64, 4.0 * n as f64, 4.0, compute);
     let reduction = cycles((m * n) as f64, 2.0, 1.0, 1.0 / PACKET as f64);
     let (mut best_threads, mut best) = (1, parallel);
@@ -273,7 +316,7 @@ mod tests {
     use super::*;
 
     fn seq(m: usize, n: usize, k: usize) -> Vec<usize> {
-        match order((m, n, k), &MEASURING_HOST) {
+        match order((m, n, k), RowsOperand::Matrix, &MEASURING_HOST) {
             Some(EigenOrder::Sequential(v)) => v,
             other => panic!("{m}x{k}x{n}: {other:?}"),
         }
@@ -304,7 +347,7 @@ mod tests {
             ..MEASURING_HOST
         };
         assert_eq!(
-            order((8, 64, 1300), &host),
+            order((8, 64, 1300), RowsOperand::Matrix, &host),
             Some(EigenOrder::Sequential(vec![328, 328, 328, 316]))
         );
     }
@@ -317,7 +360,7 @@ mod tests {
         assert_eq!(seq(128, 128, 1217), [304, 304, 304, 304, 1]);
         assert_eq!(seq(128, 128, 500), [256, 244]);
         assert_eq!(
-            order((33, 47, 1217), &MEASURING_HOST),
+            order((33, 47, 1217), RowsOperand::Matrix, &MEASURING_HOST),
             Some(EigenOrder::Sharded(vec![vec![312, 304], vec![304, 297]]))
         );
     }

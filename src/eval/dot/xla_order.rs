@@ -45,7 +45,7 @@
 //! several lanes or deeper blocks (narrow panels: `kc = 32768 / width`) run in
 //! [`lane_panel`].
 
-use super::eigen_product::{self, EigenOrder, MEASURING_HOST};
+use super::eigen_product::{self, EigenOrder, RowsOperand, MEASURING_HOST};
 use super::view::MatView;
 use super::ynn_panels::{self, Panel};
 use rayon::prelude::*;
@@ -199,7 +199,7 @@ pub(crate) unsafe fn sgemm(
         Kernel::RowGemv => return unsafe { row_gemv((n, k), b, bcs, a, acs, c) },
         Kernel::Eigen => {
             let (a, b) = ((a, ars, acs), (b, brs, bcs));
-            match eigen_product::order((rows, n, k), &MEASURING_HOST) {
+            match eigen_product::order((rows, n, k), RowsOperand::Matrix, &MEASURING_HOST) {
                 // SAFETY (both calls): forwarded from the caller; the parts cover 0..k, each
                 // at most 384 terms (oneDNN's parts), below MAX_BLOCK_DEPTH.
                 Some(EigenOrder::Sequential(parts)) => {

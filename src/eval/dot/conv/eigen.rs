@@ -19,10 +19,16 @@
 //!   row-major order. For one output element that is: per tap, an FMA chain from zero over the
 //!   features; the taps' sums added in tap order: [`Order::TapSums`].
 //!
-//! Eigen's depth blocks come from the host's L1 cache (1800 terms were six blocks of 304 on the
-//! measuring host), so hlosim claims only depths up to [`SINGLE_BLOCK_DEPTH`], below any block
-//! size a current x86 cache gives, and only the product shapes measured ([`one_chain`]), outside
-//! the sizes whose depth Eigen's thread pool shards ([`SHARDED_DEPTH_BAND`]).
+//! Eigen's contraction is the one a transposed-lhs dot goes through (Eigen's thread-pool
+//! evaluation, TSL's blocking, oneDNN's sgemm: [`eigen_product`]), with the patches read
+//! through `TensorImagePatchOp`, whose index arithmetic Eigen's cost model prices. hlosim
+//! claims the shapes where that model leaves the depth whole ([`one_chain`]): no depth
+//! sharding (the band of sizes once measured as "two chains added at the end" is Eigen's
+//! `shardByInnerDim`, 81×8×200 or 50×12×320), no depth blocks (deeper than 320 on two
+//! threads, 90×16×352, or 384 on one). 3-D convolutions read volume patches, priced otherwise
+//! and not modelled: for them the shapes measured ([`SINGLE_BLOCK_DEPTH_3D`],
+//! [`SHARDED_DEPTH_BAND_3D`]).
+//!
 //! Measured: 1-D windows 1 to 7 with 3 to 128 features and depths up to 256, padding 0..3;
 //! 3-D 2×2×2 and 3×3×3 windows with 8 and 16 features; base dilations 2 and 3 of 1-D, 2-D and
 //! 3-D windows 1 to 5, with strides, window dilation and feature groups; every element
@@ -35,35 +41,32 @@
 //! measured); those keep the direct loop.
 
 use super::Geom;
+use crate::eval::dot::eigen_product::{self, RowsOperand, MEASURING_HOST};
 
-/// The deepest contraction (taps × input features) hlosim runs as one chain: Eigen's depth
-/// blocks were 304 on the measuring host (a 32 KiB L1 data cache); 256 leaves room for smaller
-/// caches.
-pub(super) const SINGLE_BLOCK_DEPTH: usize = 256;
+/// The deepest contraction (taps × input features) hlosim runs as one chain in a 3-D
+/// convolution: Eigen's depth blocks were 304 on the measuring host; 256 leaves room for
+/// smaller caches. (1-D and 2-D convolutions follow Eigen's own rules, [`one_chain`].)
+const SINGLE_BLOCK_DEPTH_3D: usize = 256;
 
 /// The fewest rows (output positions) of a contraction for which Eigen's single chain was
 /// measured (a single position differs).
 const ONE_CHAIN_MIN_ROWS: usize = 9;
 
-/// The deepest contraction Eigen was measured to sum in one chain for fewer than 8 columns
-/// (outputs per group): depths 36 to 96 are one chain, 99 to 200 are not (with 8 or more
-/// outputs, 100 to 256 are still one chain).
-const EIGEN_NARROW_DEPTH: usize = 96;
+/// The deepest 3-D contraction Eigen was measured to sum in one chain for fewer than 8
+/// columns (outputs per group): depths 36 to 96 are one chain, 99 to 200 are not (with 8 or
+/// more outputs, 100 to 256 are still one chain).
+const EIGEN_NARROW_DEPTH_3D: usize = 96;
 
-/// A band of sizes whose depth is summed as two chains added at the end (read off with the
-/// ±2^40 probe), most likely Eigen's thread-pool contraction sharding the depth across threads
-/// where its cost model finds that cheaper (`shardByInnerDim` in
-/// `TensorContractionThreadPool.h`). On the measuring host (2 threads): fewer than
-/// [`SHARDED_DEPTH_COLS`] columns and rows × depth from about 13 800 to 16 500 (1-D, 2-D, 3-D
-/// and base-dilated convolutions alike: 81 rows of depth 200, 100 of depth 162, 74 to 110 rows
-/// of depths 150 and 201, 3-D 128 rows of depth 108), but not every size in between (104 rows
-/// of depth 150 are one chain): the cost model weighs rows, columns and depth, and how costly
-/// the operands are to read, apart. The band moves with the host's thread count and caches, so
-/// a wider band is declined.
-const SHARDED_DEPTH_BAND: std::ops::RangeInclusive<usize> = 11_000..=22_000;
+/// A band of 3-D sizes whose depth Eigen's thread pool shards (two chains added at the end,
+/// read off with the ±2^40 probe: 128 rows of depth 108 with 8 columns). Eigen's cost model
+/// decides it (`shardByInnerDim`); for 1-D and 2-D convolutions [`eigen_product`] restates it
+/// with the image patches' cost, but the volume patches of a 3-D one are priced otherwise (the
+/// same model does not predict that shape), so for them the band measured in 1-D and 2-D
+/// (rows × depth from about 13 800 to 16 500 with fewer than 16 columns) is declined, widened.
+const SHARDED_DEPTH_BAND_3D: std::ops::RangeInclusive<usize> = 11_000..=22_000;
 
-/// The fewest columns for which no sharded depth was seen ([`SHARDED_DEPTH_BAND`]).
-const SHARDED_DEPTH_COLS: usize = 16;
+/// The fewest columns for which no sharded depth was seen ([`SHARDED_DEPTH_BAND_3D`]).
+const SHARDED_DEPTH_COLS_3D: usize = 16;
 
 /// `EigenTransposedConv2D` gives up (and runs the patches) when its intermediate product,
 /// `batch × input pixels × taps × outputs` elements, would exceed this many bytes
@@ -79,16 +82,29 @@ pub(super) enum Order {
     TapSums,
 }
 
-/// Whether Eigen sums a contraction of `rows` rows, `cols` columns and depth `depth` as one FMA
-/// chain per element: the shapes measured to be one chain (module documentation).
-pub(super) fn one_chain(rows: usize, cols: usize, depth: usize) -> bool {
+/// Whether Eigen sums a contraction of `rows` rows, `cols` columns and depth `depth`, its rows
+/// read from `operand`, as one FMA chain per element in a `dims`-dimensional convolution: for
+/// 1-D and 2-D ones, where Eigen's cost model and blocking leave the depth whole
+/// ([`eigen_product::one_chain`]: no depth sharding, no depth blocks); for 3-D ones, the shapes
+/// measured. Never fewer than [`ONE_CHAIN_MIN_ROWS`] rows or 2 columns.
+pub(super) fn one_chain(
+    (rows, cols, depth): (usize, usize, usize),
+    operand: RowsOperand,
+    dims: usize,
+) -> bool {
+    if rows < ONE_CHAIN_MIN_ROWS || cols < 2 {
+        return false;
+    }
+    if dims != 3 {
+        return eigen_product::one_chain((rows, cols, depth), operand, &MEASURING_HOST);
+    }
     let deepest = if cols >= 8 {
-        SINGLE_BLOCK_DEPTH
+        SINGLE_BLOCK_DEPTH_3D
     } else {
-        EIGEN_NARROW_DEPTH
+        EIGEN_NARROW_DEPTH_3D
     };
-    let sharded = cols < SHARDED_DEPTH_COLS && SHARDED_DEPTH_BAND.contains(&(rows * depth));
-    depth <= deepest && rows >= ONE_CHAIN_MIN_ROWS && cols >= 2 && !sharded
+    let sharded = cols < SHARDED_DEPTH_COLS_3D && SHARDED_DEPTH_BAND_3D.contains(&(rows * depth));
+    depth <= deepest && !sharded
 }
 
 /// The order in which Eigen sums `g`, a convolution XLA:CPU does not hand to YNNPACK, or `None`
@@ -107,13 +123,23 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
     let batch = g.out_batch;
     let positions: usize = batch * g.out_sp.iter().product::<usize>();
     let dilated = g.win.iter().any(|w| w.base_dilation > 1);
+    // The patches path reads image patches; the transposed one contracts the input as it is.
+    let (patches, matrix) = (RowsOperand::ImagePatches, RowsOperand::Matrix);
     if !dilated {
-        // 1-D and 3-D as measured before the dilated ones: ungrouped, no window dilation.
+        // 1-D and 3-D as measured before the dilated ones: ungrouped, no window dilation. An
+        // unpadded window of one tap is a plain `dot` (as in 2-D, `stencil.rs`), which sums 2
+        // or 3 terms otherwise (a 1-D one of 2 features and 8 outputs: 81% of the bits).
         let plain = g.win.iter().all(|w| w.window_dilation == 1);
+        let dot = g
+            .win
+            .iter()
+            .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
+        let operand = if dot { RowsOperand::Matrix } else { patches };
         let ok = feature_groups == 1
             && dims != 2
             && plain
-            && one_chain(positions, g.out_per_fg, taps * g.cin_g);
+            && !(dot && (2..=3).contains(&g.cin_g))
+            && one_chain((positions, g.out_per_fg, taps * g.cin_g), operand, dims);
         return ok.then_some(Order::Chain);
     }
     let transposed = dims <= 2
@@ -126,19 +152,23 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
         .saturating_mul(taps * g.out_feat)
         .saturating_mul(4);
     if transposed && matrix_bytes <= MAX_CONV_MATRIX_BYTES {
-        let ok = one_chain(batch * in_pixels, taps * g.out_feat, g.cin_g);
+        let ok = one_chain(
+            (batch * in_pixels, taps * g.out_feat, g.cin_g),
+            matrix,
+            dims,
+        );
         return ok.then_some(Order::TapSums);
     }
-    one_chain(positions, g.out_per_fg, taps * g.cin_g).then_some(Order::Chain)
+    one_chain((positions, g.out_per_fg, taps * g.cin_g), patches, dims).then_some(Order::Chain)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// (rows, columns, depth) of convolutions measured against XLA:CPU with the oracle
-    /// (1-D and 2-D, random data): one chain for every element, or not. The sharded band is
-    /// declined whole, so shapes in it that were one chain (81x12x200) are not listed.
+    /// (rows, columns, depth) of 1-D and 2-D convolutions measured against XLA:CPU with the
+    /// oracle (random data): one chain for every element, or not. Eigen's cost model, with the
+    /// image patches' price, tells them apart (`eigen_product`).
     #[test]
     fn one_chain_matches_the_measured_shapes() {
         let chains = [
@@ -147,21 +177,43 @@ mod tests {
             (144, 8, 200),
             (36, 8, 200),
             (400, 32, 240),
+            (81, 12, 200),
+            (104, 8, 150),
+            // Deeper than the 256 claimed before: one thread, or output blocks on two.
+            (92, 16, 288),
+            (91, 16, 320),
+            (53, 8, 320),
+            (285, 32, 320),
+            (46, 12, 320),
+            (50, 16, 320),
         ];
+        let patches = RowsOperand::ImagePatches;
         for (m, n, k) in chains {
-            assert!(one_chain(m, n, k), "{m}x{n}x{k} was measured as one chain");
+            assert!(
+                one_chain((m, n, k), patches, 2),
+                "{m}x{n}x{k} was one chain"
+            );
         }
-        // Depth sharded by Eigen's thread pool (81x8x200, 100x8x162, 81x12x192, 3-D 128x8x108),
-        // split into blocks (144 deep with 4 outputs), or a single row or column.
+        // Depth sharded by Eigen's thread pool (81x8x200, 100x8x162, 81x12x192, 144x4x144,
+        // 50x12x320), cut into two depth blocks of 176 (90x16x352), or a single row or column.
         let not = [
             (81, 8, 200),
             (100, 8, 162),
             (81, 12, 192),
-            (128, 8, 108),
             (144, 4, 144),
+            (50, 12, 320),
+            (90, 16, 352),
+            (1, 16, 64),
+            (100, 1, 64),
         ];
-        for (m, n, k) in not.into_iter().chain([(1, 16, 64), (100, 1, 64)]) {
-            assert!(!one_chain(m, n, k), "{m}x{n}x{k} is not one chain");
+        for (m, n, k) in not {
+            assert!(
+                !one_chain((m, n, k), patches, 2),
+                "{m}x{n}x{k} is not one chain"
+            );
         }
+        // 3-D: the shapes measured (128 rows of depth 108 with 8 columns sharded).
+        assert!(one_chain((200, 16, 216), patches, 3));
+        assert!(!one_chain((128, 8, 108), patches, 3));
     }
 }

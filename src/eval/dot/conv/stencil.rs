@@ -9,8 +9,8 @@
 //!   plain `dot` that Eigen contracts the same way): each output one FMA chain from zero, taps
 //!   outer, features inner, which is a one-lane stencil block here. Claimed where Eigen's
 //!   product of `positions` rows, the outputs per group as columns and a depth `taps ×
-//!   features` was measured to be one chain ([`eigen::one_chain`]); not a plain `dot` of 2 or 3
-//!   terms (those are summed unfused).
+//!   features` keeps the depth whole, as Eigen's cost model and blocking decide
+//!   ([`eigen::one_chain`]); not a plain `dot` of 2 or 3 terms (those are summed unfused).
 //! - **Inside YNNPACK** otherwise (`ynn_emitter.cc`, `DefineConvolutionOp`): the input is
 //!   zero-padded (`ynn_define_static_pad`), viewed as `[n, h, w, kh, kw, ci]`
 //!   (`ynn_define_stencil_copy`) and contracted with the `[kh, kw, ci, co]` kernel by a dot with
@@ -64,8 +64,9 @@
 //! dilation ([`eigen`]).
 //! Declined convolutions keep the direct loop, within tolerance.
 
-use super::eigen::{self, SINGLE_BLOCK_DEPTH};
+use super::eigen;
 use super::Geom;
+use crate::eval::dot::eigen_product::RowsOperand;
 use crate::eval::dot::xla_order::fma_row;
 use crate::eval::dot::ynn_panels::{panel_depth, WIDE_KERNELS};
 use rayon::prelude::*;
@@ -240,10 +241,17 @@ pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Optio
             .win
             .iter()
             .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
-        let eigen = eigen::one_chain(positions, n, c * taps) && !(dot && (c == 2 || c == 3));
+        // A plain `dot` reads its rows as a matrix, a convolution as image patches.
+        let operand = if dot {
+            RowsOperand::Matrix
+        } else {
+            RowsOperand::ImagePatches
+        };
+        let eigen =
+            eigen::one_chain((positions, n, c * taps), operand, 2) && !(dot && (c == 2 || c == 3));
         return eigen.then_some(Choice::Chains {
             lanes: 1,
-            kc: SINGLE_BLOCK_DEPTH,
+            kc: c * taps,
         });
     }
     // A grouped dot has one row per call (module documentation): it counts positions.
