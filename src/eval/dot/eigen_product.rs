@@ -6,9 +6,10 @@
 //! intra-op thread pool, with TSL's contraction kernel (`eigen_contraction_kernel.h`), which
 //! refines Eigen's block sizes and hands each block to oneDNN's `sgemm`. Row-major operands
 //! are read as the column-major transposes, so Eigen's `m` is XLA's N and Eigen's `n` is
-//! XLA's M. One output's sum follows from four decisions, each restated here from its source
-//! and checked against the oracle (`tools/fixtures/fx_dot_order.py`, fixtures
-//! `dot_order_eigen_*`):
+//! XLA's M. One output's sum follows from four decisions, Eigen's restated from its source,
+//! TSL's and oneDNN's read off the oracle, all checked against it (fixtures
+//! `dot_order_eigen_*` from `tools/fixtures/fx_dot_order.py`, and
+//! `tools/fixtures/check_eigen_dots.py`):
 //! 1. Eigen's cost model (`evalProductImpl` in `TensorContractionThreadPool.h`,
 //!    `TensorCostModel`) picks one of three evaluations ([`Evaluation`]).
 //! 2. Eigen's blocking heuristic (`evaluateProductBlockingSizesHeuristic`) gives the depth
@@ -44,7 +45,7 @@ pub(crate) struct EigenHost {
 }
 
 /// The host the `dot_order_eigen_*` fixtures were recorded on: a 2-CPU Emerald Rapids
-/// virtual machine (48 KiB L1d, 300 MiB L3), the kind CI runs on.
+/// virtual machine (48 KiB L1d, 300 MiB L3).
 pub(crate) const MEASURING_HOST: EigenHost = EigenHost {
     l1_bytes: 48 << 10,
     l3_bytes: 300 << 20,
@@ -63,6 +64,10 @@ const PARALLEL_KC_CAP: usize = 320;
 /// The deepest part oneDNN's avx512 sgemm sums without splitting (its `bk`), measured: 384
 /// terms stay one chain, 392 become two of 196.
 const ONEDNN_BK: usize = 384;
+/// oneDNN's M unroll: a last row past a multiple of it (XLA's N) is summed by another kernel
+/// (module documentation).
+const ONEDNN_UNROLL_M: usize = 48;
+
 /// The operand along XLA's M (Eigen's right-hand side, read along Eigen's `n`), as Eigen's
 /// cost model prices reading it: a matrix in memory (a dot), or the image patches of a
 /// convolution, which Eigen's `TensorImagePatchOp` computes on the fly from the input (its
@@ -109,11 +114,10 @@ pub(crate) enum EigenOrder {
     Sharded(Vec<Vec<usize>>),
 }
 
-/// The order of the `m x k` by `k x n` product (XLA's M, K, N) on `host` (for every column
-/// but, when N is one past a multiple of 48, the last: module documentation), or `None` for
-/// a depth sharded
-/// into four or more blocks (Eigen then adds blocks in a tree, which a 2-thread host never
-/// does and which was not measured).
+/// The order of the `m x k` by `k x n` product (XLA's M, K, N), its rows read from `rows`, on
+/// `host` (for every column but, when N is one past a multiple of 48, the last: module
+/// documentation), or `None` for a depth sharded into four or more blocks (Eigen then adds
+/// blocks in a tree, which a 2-thread host never does and which was not measured).
 pub(crate) fn order(
     (m, n, k): (usize, usize, usize),
     rows: RowsOperand,
@@ -153,7 +157,7 @@ pub(crate) fn one_chain(
 ) -> bool {
     let single =
         matches!(order((m, n, k), rows, host), Some(EigenOrder::Sequential(p)) if p.len() == 1);
-    single && (n <= 1 || n % 48 != 1)
+    single && (n <= 1 || n % ONEDNN_UNROLL_M != 1)
 }
 
 /// Eigen's choice among [`Evaluation`]s for an `m x k` by `k x n` contraction (Eigen's
