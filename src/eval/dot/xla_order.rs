@@ -200,18 +200,21 @@ pub(crate) unsafe fn sgemm(
         Kernel::Eigen => {
             let (a, b) = ((a, ars, acs), (b, brs, bcs));
             match eigen_product::order((rows, n, k), RowsOperand::Matrix, &MEASURING_HOST) {
-                // SAFETY (both calls): forwarded from the caller; the parts cover 0..k, each
+                // SAFETY (every call): forwarded from the caller; the parts cover 0..k, each
                 // at most 384 terms (oneDNN's parts), below MAX_BLOCK_DEPTH.
                 Some(EigenOrder::Sequential(parts)) => {
                     return unsafe { chains((rows, n, n), a, b, c, 0, &parts) };
                 }
                 Some(EigenOrder::Sharded(shards)) => {
-                    let mut shard = vec![0f32; rows * n];
-                    let mut k0 = 0;
+                    // The first shard sums into the output, each later one into a buffer of
+                    // its own that is then added.
+                    let (mut shard, mut k0) = (Vec::new(), 0);
                     for (i, parts) in shards.iter().enumerate() {
-                        let out = if i == 0 { &mut *c } else { &mut shard[..] };
-                        unsafe { chains((rows, n, n), a, b, out, k0, parts) };
-                        if i > 0 {
+                        if i == 0 {
+                            unsafe { chains((rows, n, n), a, b, c, 0, parts) };
+                        } else {
+                            shard.resize(rows * n, 0f32);
+                            unsafe { chains((rows, n, n), a, b, &mut shard, k0, parts) };
                             add_row(&mut c[..rows * n], &shard);
                         }
                         k0 += parts.iter().sum::<usize>();

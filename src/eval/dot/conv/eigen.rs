@@ -107,6 +107,24 @@ pub(super) fn one_chain(
     depth <= deepest && !sharded
 }
 
+/// Whether the undilated convolution `g` (`dims` spatial dimensions) is Eigen's one chain over
+/// a contraction of `rows × cols × depth`. An unpadded window of one tap is a plain `dot`
+/// after XLA's rewrite: its rows are a matrix rather than image patches, and it sums 2 or 3
+/// terms otherwise (a 2-D one, or a 1-D one of 2 features and 8 outputs: 81% of the bits), so
+/// those are declined.
+pub(super) fn undilated_chain(g: &Geom, shape: (usize, usize, usize), dims: usize) -> bool {
+    let dot = g
+        .win
+        .iter()
+        .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
+    let operand = if dot {
+        RowsOperand::Matrix
+    } else {
+        RowsOperand::ImagePatches
+    };
+    !(dot && (2..=3).contains(&g.cin_g)) && one_chain(shape, operand, dims)
+}
+
 /// The order in which Eigen sums `g`, a convolution XLA:CPU does not hand to YNNPACK, or `None`
 /// where it is not reproduced (plain 2-D convolutions are [`super::stencil`]'s).
 pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<Order> {
@@ -123,23 +141,13 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
     let batch = g.out_batch;
     let positions: usize = batch * g.out_sp.iter().product::<usize>();
     let dilated = g.win.iter().any(|w| w.base_dilation > 1);
-    // The patches path reads image patches; the transposed one contracts the input as it is.
-    let (patches, matrix) = (RowsOperand::ImagePatches, RowsOperand::Matrix);
     if !dilated {
-        // 1-D and 3-D as measured before the dilated ones: ungrouped, no window dilation. An
-        // unpadded window of one tap is a plain `dot` (as in 2-D, `stencil.rs`), which sums 2
-        // or 3 terms otherwise (a 1-D one of 2 features and 8 outputs: 81% of the bits).
+        // 1-D and 3-D as measured before the dilated ones: ungrouped, no window dilation.
         let plain = g.win.iter().all(|w| w.window_dilation == 1);
-        let dot = g
-            .win
-            .iter()
-            .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
-        let operand = if dot { RowsOperand::Matrix } else { patches };
         let ok = feature_groups == 1
             && dims != 2
             && plain
-            && !(dot && (2..=3).contains(&g.cin_g))
-            && one_chain((positions, g.out_per_fg, taps * g.cin_g), operand, dims);
+            && undilated_chain(g, (positions, g.out_per_fg, taps * g.cin_g), dims);
         return ok.then_some(Order::Chain);
     }
     let transposed = dims <= 2
@@ -152,14 +160,13 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
         .saturating_mul(taps * g.out_feat)
         .saturating_mul(4);
     if transposed && matrix_bytes <= MAX_CONV_MATRIX_BYTES {
-        let ok = one_chain(
-            (batch * in_pixels, taps * g.out_feat, g.cin_g),
-            matrix,
-            dims,
-        );
+        // The transposed form contracts the input as it is, a matrix.
+        let shape = (batch * in_pixels, taps * g.out_feat, g.cin_g);
+        let ok = one_chain(shape, RowsOperand::Matrix, dims);
         return ok.then_some(Order::TapSums);
     }
-    one_chain((positions, g.out_per_fg, taps * g.cin_g), patches, dims).then_some(Order::Chain)
+    let shape = (positions, g.out_per_fg, taps * g.cin_g);
+    one_chain(shape, RowsOperand::ImagePatches, dims).then_some(Order::Chain)
 }
 
 #[cfg(test)]

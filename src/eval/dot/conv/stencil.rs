@@ -66,7 +66,6 @@
 
 use super::eigen;
 use super::Geom;
-use crate::eval::dot::eigen_product::RowsOperand;
 use crate::eval::dot::xla_order::fma_row;
 use crate::eval::dot::ynn_panels::{panel_depth, WIDE_KERNELS};
 use rayon::prelude::*;
@@ -236,19 +235,8 @@ pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Optio
     let positions = g.out_batch * g.out_sp[0] * g.out_sp[1];
     let (n, c) = (g.out_per_fg, g.cin_g);
     if !in_ynn(g, groups) {
-        // An unpadded 1×1 window becomes a plain `dot`, which sums 2 or 3 terms otherwise.
-        let dot = g
-            .win
-            .iter()
-            .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
-        // A plain `dot` reads its rows as a matrix, a convolution as image patches.
-        let operand = if dot {
-            RowsOperand::Matrix
-        } else {
-            RowsOperand::ImagePatches
-        };
-        let eigen =
-            eigen::one_chain((positions, n, c * taps), operand, 2) && !(dot && (c == 2 || c == 3));
+        // An unpadded 1×1 window becomes a plain `dot` (`eigen::undilated_chain`).
+        let eigen = eigen::undilated_chain(g, (positions, n, c * taps), 2);
         return eigen.then_some(Choice::Chains {
             lanes: 1,
             kc: c * taps,
