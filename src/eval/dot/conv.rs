@@ -245,11 +245,25 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                 .flatten()
             {
                 match order {
-                    eigen::Order::Chain => conv_loop(&a, &k, &g, 0f32, fma),
-                    eigen::Order::TapSums => {
-                        let tap_add = |acc: f32, tap: f32| acc + tap;
-                        conv_loop_with(&a, &k, &g, 0f32, fma, Some(&tap_add), Forward)
+                    eigen::Order::Chain(parts) if parts.is_whole() => {
+                        conv_loop(&a, &k, &g, 0f32, fma)
                     }
+                    eigen::Order::Chain(parts) => {
+                        let start = |row| parts.start(row);
+                        let sums = conv_taps(&g, start, Forward, |st, io, ko, t| {
+                            let terms = feature_terms(&a, &k, &g, io, ko);
+                            parts.add(st, t * g.cin_g, g.cin_g, terms)
+                        });
+                        sums.into_iter().map(|st| parts.finish(st)).collect()
+                    }
+                    eigen::Order::TapSums(parts) => conv_taps(
+                        &g,
+                        |_| 0f32,
+                        Forward,
+                        |acc, io, ko, _| {
+                            acc + parts.sum(g.cin_g, feature_terms(&a, &k, &g, io, ko))
+                        },
+                    ),
                 }
             } else if let Some(LoopOrder { taps, features }) = (xla_cpu && own_loop_types)
                 .then(|| own_loop::order(&g, bgc, swapped))
@@ -257,10 +271,15 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
             {
                 match features {
                     Features::Chain => conv_loop_with(&a, &k, &g, 0f32, fma, None, taps),
-                    Features::Vectorized(shape) => conv_taps(&g, 0f32, taps, |acc, io, ko| {
-                        let terms = feature_terms(&a, &k, &g, io, ko);
-                        vector_loop::tap_sum(&shape, acc, terms)
-                    }),
+                    Features::Vectorized(shape) => conv_taps(
+                        &g,
+                        |_| 0f32,
+                        taps,
+                        |acc, io, ko, _| {
+                            let terms = feature_terms(&a, &k, &g, io, ko);
+                            vector_loop::tap_sum(&shape, acc, terms)
+                        },
+                    ),
                 }
             } else {
                 conv_loop(&a, &k, &g, 0f32, |acc, x, y| acc + x * y)
@@ -337,11 +356,11 @@ fn fma(acc: f32, x: f32, y: f32) -> f32 {
     x.mul_add(y, acc)
 }
 
-/// Valid (input offset, kernel offset) pairs of spatial dimension `d` for output coordinate
-/// `s`, in window order, or backward (input positions from the last to the first) in a
-/// dimension XLA's swapper swaps ([`swap::swapped_dimension`]; it keeps the others as
-/// written).
-fn taps(g: &Geom, d: usize, s: usize, order: Taps) -> Vec<(usize, usize)> {
+/// Valid (input offset, kernel offset, kernel position) triples of spatial dimension `d` for
+/// output coordinate `s`, in window order, or backward (input positions from the last to the
+/// first) in a dimension XLA's swapper swaps ([`swap::swapped_dimension`]; it keeps the others
+/// as written).
+fn taps(g: &Geom, d: usize, s: usize, order: Taps) -> Vec<(usize, usize, usize)> {
     let w = &g.win[d];
     let size = w.size as usize;
     let mut v = Vec::with_capacity(size);
@@ -355,7 +374,7 @@ fn taps(g: &Geom, d: usize, s: usize, order: Taps) -> Vec<(usize, usize)> {
             continue;
         }
         let kk = if w.reversal { size - 1 - kpos } else { kpos };
-        v.push((q * g.is_sp[d], kk * g.ks_sp[d]));
+        v.push((q * g.is_sp[d], kk * g.ks_sp[d], kk));
     }
     if order == Taps::Backward && swap::swapped_dimension(w, g.in_sp[d]) {
         v.reverse();
@@ -395,8 +414,13 @@ fn conv_loop_with<T: Copy + Send + Sync>(
         })
     };
     match tap_add {
-        None => conv_taps(g, zero, order, chain),
-        Some(add) => conv_taps(g, zero, order, |acc, io, ko| add(acc, chain(zero, io, ko))),
+        None => conv_taps(g, |_| zero, order, |acc, io, ko, _| chain(acc, io, ko)),
+        Some(add) => conv_taps(
+            g,
+            |_| zero,
+            order,
+            |acc, io, ko, _| add(acc, chain(zero, io, ko)),
+        ),
     }
 }
 
@@ -412,19 +436,22 @@ fn feature_terms<'a, T: Copy>(
     move |i| (a[io + i * g.is_f], k[ko + i * g.ks_i])
 }
 
-/// Computes every output element in canonical (batch, feature, spatial...) order from `zero`,
-/// visiting its valid taps (those of each spatial dimension in `order`, the first dimension
-/// outermost): `tap(acc, input offset, kernel offset)` adds one tap's input features (the
-/// offsets are those of the group's first feature).
+/// Computes every output element in canonical (batch, feature, spatial...) order from
+/// `start(row)` (its row of the contraction: batch-major position, the first spatial dimension
+/// outermost), visiting its valid taps (those of each spatial dimension in `order`, the first dimension
+/// outermost): `tap(acc, input offset, kernel offset, tap)` adds one tap's input features (the
+/// offsets are those of the group's first feature; `tap` is the kernel position's index in
+/// the window, row-major, the first spatial dimension outermost).
 fn conv_taps<T: Copy + Send + Sync>(
     g: &Geom,
-    zero: T,
+    start: impl Fn(usize) -> T + Sync,
     order: Taps,
-    tap: impl Fn(T, usize, usize) -> T + Sync,
+    tap: impl Fn(T, usize, usize, usize) -> T + Sync,
 ) -> Vec<T> {
     let nsp = g.out_sp.len();
-    // taps[d][s]: valid input/kernel offsets per spatial dimension and output coordinate.
-    let taps: Vec<Vec<Vec<(usize, usize)>>> = (0..nsp)
+    // taps[d][s]: valid input/kernel offsets and kernel positions per spatial dimension and
+    // output coordinate.
+    let taps: Vec<Vec<Vec<(usize, usize, usize)>>> = (0..nsp)
         .map(|d| (0..g.out_sp[d]).map(|s| taps(g, d, s, order)).collect())
         .collect();
     let sp_count: usize = g.out_sp.iter().product();
@@ -437,20 +464,22 @@ fn conv_taps<T: Copy + Send + Sync>(
         let k_base = o * g.ks_o;
         let mut out = Vec::with_capacity(sp_count);
         let mut idx = vec![0usize; nsp];
-        for _ in 0..sp_count {
-            let mut acc = zero;
+        for position in 0..sp_count {
+            let mut acc = start(b * sp_count + position);
             // Product over spatial dims of the tap lists (odometer over tap indices).
-            let lists: Vec<&Vec<(usize, usize)>> = (0..nsp).map(|d| &taps[d][idx[d]]).collect();
+            let lists: Vec<&Vec<(usize, usize, usize)>> =
+                (0..nsp).map(|d| &taps[d][idx[d]]).collect();
             if lists.iter().all(|l| !l.is_empty()) {
                 let mut t = vec![0usize; nsp];
                 'taps: loop {
-                    let (mut io, mut ko) = (in_base, k_base);
+                    let (mut io, mut ko, mut pos) = (in_base, k_base, 0);
                     for d in 0..nsp {
-                        let (x, y) = lists[d][t[d]];
+                        let (x, y, kk) = lists[d][t[d]];
                         io += x;
                         ko += y;
+                        pos = pos * g.win[d].size as usize + kk;
                     }
-                    acc = tap(acc, io, ko);
+                    acc = tap(acc, io, ko, pos);
                     let mut d = nsp;
                     loop {
                         if d == 0 {

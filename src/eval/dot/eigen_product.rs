@@ -20,6 +20,10 @@
 //!    ([`onednn_parts`]). Each part is one fused multiply-add chain from zero per output,
 //!    added to the output in turn.
 //!
+//! One row can differ: where TSL's column blocks leave XLA's last row alone in a block,
+//! oneDNN's gemv sums it, carrying one chain through a gemm's whole depth
+//! ([`last_row_order`]).
+//!
 //! Not reproduced: the last column of a result whose N is one past a multiple of 48 (49, 97,
 //! 145, 193 measured; 17, 33, 50, 57 and 65 are not affected): oneDNN unrolls its M by 48
 //! and sums a last single row in another kernel, in 8 lanes with tails of its own, measured
@@ -38,6 +42,8 @@
 pub(crate) struct EigenHost {
     /// L1 data cache, bytes.
     pub(crate) l1_bytes: usize,
+    /// L2 cache, bytes.
+    pub(crate) l2_bytes: usize,
     /// Last-level cache, bytes.
     pub(crate) l3_bytes: usize,
     /// Threads in the intra-op pool.
@@ -45,9 +51,10 @@ pub(crate) struct EigenHost {
 }
 
 /// The host the `dot_order_eigen_*` fixtures were recorded on: a 2-CPU Emerald Rapids
-/// virtual machine (48 KiB L1d, 300 MiB L3).
+/// virtual machine (48 KiB L1d, 2 MiB L2, 300 MiB L3).
 pub(crate) const MEASURING_HOST: EigenHost = EigenHost {
     l1_bytes: 48 << 10,
+    l2_bytes: 2 << 20,
     l3_bytes: 300 << 20,
     threads: 2,
 };
@@ -67,6 +74,12 @@ const ONEDNN_BK: usize = 384;
 /// oneDNN's M unroll: a last row past a multiple of it (XLA's N) is summed by another kernel
 /// (module documentation).
 const ONEDNN_UNROLL_M: usize = 48;
+/// TSL rounds Eigen's column block (`nc`) up to a multiple of this (`kUnrollN`, or the whole
+/// extent).
+const TSL_UNROLL_N: usize = 24;
+/// The cache Eigen's one-thread blocking assumes for its column block (`actual_l2`, "1.5 MB",
+/// a constant rather than the host's).
+const EIGEN_ACTUAL_L2: usize = 1_572_864;
 
 /// The operand along XLA's M (Eigen's right-hand side, read along Eigen's `n`), as Eigen's
 /// cost model prices reading it: a matrix in memory (a dot), or the image patches of a
@@ -147,17 +160,126 @@ pub(crate) fn order(
     })
 }
 
-/// Whether every output of the product sums its `k` terms in one FMA chain from zero: not
-/// cut into parts or shards ([`order`]), and no column in oneDNN's other kernel (N one past a
-/// multiple of 48, module documentation).
-pub(crate) fn one_chain(
+/// [`order`] where it holds for every column of the product: `None` also where N is one past
+/// a multiple of 48 (the last column in oneDNN's other kernel, module documentation).
+pub(crate) fn every_column_order(
     (m, n, k): (usize, usize, usize),
     rows: RowsOperand,
     host: &EigenHost,
-) -> bool {
-    let single =
-        matches!(order((m, n, k), rows, host), Some(EigenOrder::Sequential(p)) if p.len() == 1);
-    single && (n <= 1 || n % ONEDNN_UNROLL_M != 1)
+) -> Option<EigenOrder> {
+    if n > 1 && n % ONEDNN_UNROLL_M == 1 {
+        return None;
+    }
+    order((m, n, k), rows, host)
+}
+
+/// The order of XLA's last row (M − 1) where it differs from [`order`]'s: TSL's column
+/// blocks ([`column_block`]) can leave that row alone in the last block of a gemm, and oneDNN's
+/// sgemm hands a product of one column to its gemv, which carries each output's FMA chain on
+/// from one depth slice to the next: the row is one chain over a gemm's whole depth (over all
+/// of K, or over each shard's, the shards added as [`order`] adds them). Measured: 25 rows of
+/// 400 and 1059 terms (one thread), 49 rows of 907 terms in two shards.
+pub(crate) fn last_row_order(
+    (m, n, k): (usize, usize, usize),
+    rows: RowsOperand,
+    host: &EigenHost,
+) -> Option<EigenOrder> {
+    let (em, en) = (n, m);
+    let alone = |len: usize, threads: usize, by_col: bool| {
+        en >= 2 && en % column_block(len, em, en, threads, by_col, host) == 1
+    };
+    let last = match order((m, n, k), rows, host)? {
+        EigenOrder::Sequential(parts) => {
+            let threads = match evaluation(em, en, k, rows, host) {
+                Evaluation::Parallel { threads } => threads,
+                _ => 1,
+            };
+            if parts.len() < 2 || !alone(k, threads, shard_by_col(em, en, threads)) {
+                return None;
+            }
+            EigenOrder::Sequential(vec![k])
+        }
+        EigenOrder::Sharded(shards) => {
+            let blocks = shards.len();
+            let mut changed = false;
+            let shards = shards
+                .into_iter()
+                .map(|parts| {
+                    let len = parts.iter().sum();
+                    if parts.len() > 1 && alone(len, blocks, true) {
+                        changed = true;
+                        vec![len]
+                    } else {
+                        parts
+                    }
+                })
+                .collect();
+            if !changed {
+                return None;
+            }
+            EigenOrder::Sharded(shards)
+        }
+    };
+    Some(last)
+}
+
+/// Eigen's column block (`nc`) for a gemm of depth `k` on `threads` threads, sharded by
+/// column or by row (`evaluateProductBlockingSizesHeuristic`; by row, Eigen swaps `m` and `n`
+/// there, so the columns are blocked as its rows are), as TSL rounds it ([`TSL_UNROLL_N`]).
+fn column_block(
+    k: usize,
+    m: usize,
+    n: usize,
+    threads: usize,
+    by_col: bool,
+    host: &EigenHost,
+) -> usize {
+    let kc = eigen_kc(k, m, n, threads, host).max(1);
+    let nc = if threads == 1 {
+        sequential_nc(k, m, n, host)
+    } else if by_col {
+        let n_cache = host.l2_bytes.saturating_sub(host.l1_bytes) / (NR * 4 * kc);
+        let per_thread = n.div_ceil(threads);
+        if n_cache <= per_thread {
+            n_cache - n_cache % NR
+        } else {
+            n.min(per_thread.next_multiple_of(NR))
+        }
+    } else {
+        let m_cache = host.l3_bytes.saturating_sub(host.l2_bytes) / (4 * kc * threads);
+        let per_thread = n.div_ceil(threads);
+        if m_cache < per_thread && m_cache >= MR {
+            m_cache - m_cache % MR
+        } else {
+            n.min(per_thread.next_multiple_of(MR))
+        }
+    };
+    n.min(nc.max(1).div_ceil(TSL_UNROLL_N) * TSL_UNROLL_N)
+}
+
+/// Eigen's one-thread column block (`nc`) before TSL's rounding, for its `m x k` by `k x n`.
+fn sequential_nc(k: usize, m: usize, n: usize, host: &EigenHost) -> usize {
+    if k.max(m).max(n) < 48 {
+        return n;
+    }
+    let (kdiv, ksub) = (4 * (MR + NR), MR * NR * 4);
+    let max_kc = ((host.l1_bytes.saturating_sub(ksub) / kdiv) & !7).max(1);
+    let kc = eigen_kc(k, m, n, 1, host).max(1);
+    // What the lhs block leaves of L1 (Eigen's signed arithmetic: it may be negative).
+    let remaining_l1 = host.l1_bytes as i64 - ksub as i64 - (m * kc * 4) as i64;
+    let max_nc = if remaining_l1 >= (NR * 4 * kc) as i64 {
+        remaining_l1 as usize / (kc * 4)
+    } else {
+        3 * EIGEN_ACTUAL_L2 / (4 * max_kc * 4)
+    };
+    let nc = (EIGEN_ACTUAL_L2 / (2 * kc * 4)).min(max_nc) & !(NR - 1);
+    if nc == 0 || n <= nc {
+        n
+    } else if n.is_multiple_of(nc) {
+        nc
+    } else {
+        nc - NR * ((nc - n % nc) / (NR * (n / nc + 1)))
+    }
 }
 
 /// Eigen's choice among [`Evaluation`]s for an `m x k` by `k x n` contraction (Eigen's
@@ -367,5 +489,37 @@ mod tests {
             order((33, 47, 1217), RowsOperand::Matrix, &MEASURING_HOST),
             Some(EigenOrder::Sharded(vec![vec![312, 304], vec![304, 297]]))
         );
+    }
+
+    /// The last row alone in TSL's last column block, read off the oracle with exact-product
+    /// data (every candidate order's sum compared with XLA:CPU's, row by row): one chain over
+    /// the whole depth on one thread, one per shard when sharded; not where the row shares
+    /// its block (26 rows) or where no slice is halved (two threads, slices of at most 320).
+    #[test]
+    fn a_last_row_alone_is_one_chain_per_gemm() {
+        let last = |m, n, k, rows| last_row_order((m, n, k), rows, &MEASURING_HOST);
+        let (matrix, patches) = (RowsOperand::Matrix, RowsOperand::ImagePatches);
+        assert_eq!(
+            last(25, 16, 1059, matrix),
+            Some(EigenOrder::Sequential(vec![1059]))
+        );
+        assert_eq!(
+            last(73, 11, 814, matrix),
+            Some(EigenOrder::Sequential(vec![814]))
+        );
+        assert_eq!(
+            last(25, 4, 400, patches),
+            Some(EigenOrder::Sequential(vec![400]))
+        );
+        assert_eq!(
+            last(49, 35, 907, matrix),
+            Some(EigenOrder::Sharded(vec![vec![456], vec![451]]))
+        );
+        assert_eq!(
+            last(49, 31, 1276, matrix),
+            Some(EigenOrder::Sharded(vec![vec![640], vec![636]]))
+        );
+        assert_eq!(last(26, 4, 400, patches), None);
+        assert_eq!(last(97, 8, 500, patches), None);
     }
 }

@@ -20,6 +20,7 @@
 mod bound_tests;
 mod conv;
 mod convert;
+mod eigen_parts;
 mod eigen_product;
 mod pred_sum;
 #[cfg(test)]

@@ -45,6 +45,7 @@
 //! several lanes or deeper blocks (narrow panels: `kc = 32768 / width`) run in
 //! [`lane_panel`].
 
+use super::eigen_parts::DepthParts;
 use super::eigen_product::{self, EigenOrder, RowsOperand, MEASURING_HOST};
 use super::view::MatView;
 use super::ynn_panels::{self, Panel};
@@ -197,31 +198,13 @@ pub(crate) unsafe fn sgemm(
             return unsafe { row_gemv((rows, k), a, ars, b, brs, c) };
         }
         Kernel::RowGemv => return unsafe { row_gemv((n, k), b, bcs, a, acs, c) },
+        // Otherwise (a depth sharded into 4 or more blocks) the panels below.
         Kernel::Eigen => {
-            let (a, b) = ((a, ars, acs), (b, brs, bcs));
-            match eigen_product::order((rows, n, k), RowsOperand::Matrix, &MEASURING_HOST) {
-                // SAFETY (every call): forwarded from the caller; the parts cover 0..k, each
-                // at most 384 terms (oneDNN's parts), below MAX_BLOCK_DEPTH.
-                Some(EigenOrder::Sequential(parts)) => {
-                    return unsafe { chains((rows, n, n), a, b, c, 0, &parts) };
-                }
-                Some(EigenOrder::Sharded(shards)) => {
-                    // The first shard sums into the output, each later one into a buffer of
-                    // its own that is then added.
-                    let (mut shard, mut k0) = (Vec::new(), 0);
-                    for (i, parts) in shards.iter().enumerate() {
-                        if i == 0 {
-                            unsafe { chains((rows, n, n), a, b, c, 0, parts) };
-                        } else {
-                            shard.resize(rows * n, 0f32);
-                            unsafe { chains((rows, n, n), a, b, &mut shard, k0, parts) };
-                            add_row(&mut c[..rows * n], &shard);
-                        }
-                        k0 += parts.iter().sum::<usize>();
-                    }
-                    return;
-                }
-                None => {}
+            if let Some(order) =
+                eigen_product::order((rows, n, k), RowsOperand::Matrix, &MEASURING_HOST)
+            {
+                // SAFETY: forwarded from the caller.
+                return unsafe { eigen((rows, k, n), (a, ars, acs), (b, brs, bcs), c, &order) };
             }
         }
         Kernel::Tiled { .. } | Kernel::Bf16Pairs | Kernel::Other | Kernel::DotProduct => {}
@@ -247,6 +230,60 @@ pub(crate) unsafe fn sgemm(
                 &parts,
             )
         };
+    }
+}
+
+/// `c = a · b` (as [`sgemm`]) in Eigen's `order` ([`eigen_product`]), the last row in its own
+/// order where Eigen gives it one ([`eigen_product::last_row_order`]).
+///
+/// # Safety
+/// As [`sgemm`].
+unsafe fn eigen(
+    (rows, k, n): (usize, usize, usize),
+    a: (*const f32, isize, isize),
+    b: (*const f32, isize, isize),
+    c: &mut [f32],
+    order: &EigenOrder,
+) {
+    match order {
+        // SAFETY (every call): forwarded from the caller; the parts cover 0..k, each at most
+        // 384 terms (oneDNN's parts), below MAX_BLOCK_DEPTH.
+        EigenOrder::Sequential(parts) => unsafe { chains((rows, n, n), a, b, c, 0, parts) },
+        EigenOrder::Sharded(shards) => {
+            // The first shard sums into the output, each later one into a buffer of its own
+            // that is then added.
+            let (mut shard, mut k0) = (Vec::new(), 0);
+            for (i, parts) in shards.iter().enumerate() {
+                if i == 0 {
+                    unsafe { chains((rows, n, n), a, b, c, 0, parts) };
+                } else {
+                    shard.resize(rows * n, 0f32);
+                    unsafe { chains((rows, n, n), a, b, &mut shard, k0, parts) };
+                    add_row(&mut c[..rows * n], &shard);
+                }
+                k0 += parts.iter().sum::<usize>();
+            }
+        }
+    }
+    let shape = (rows, n, k);
+    let Some(last) = eigen_product::last_row_order(shape, RowsOperand::Matrix, &MEASURING_HOST)
+    else {
+        return;
+    };
+    // The last row again, in its own order (rows > 1 for an Eigen product).
+    let ((a, ars, acs), (b, brs, bcs)) = (a, b);
+    let parts = DepthParts::of(&last);
+    let row = (rows - 1) as isize * ars;
+    for (j, out) in c[(rows - 1) * n..rows * n].iter_mut().enumerate() {
+        // SAFETY: row rows - 1, terms 0..k and column j < n lie inside the matrices the
+        // caller vouched for.
+        *out = parts.sum(k, |kk| unsafe {
+            let kk = kk as isize;
+            (
+                *a.offset(row + kk * acs),
+                *b.offset(kk * brs + j as isize * bcs),
+            )
+        });
     }
 }
 

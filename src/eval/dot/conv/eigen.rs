@@ -21,13 +21,19 @@
 //!
 //! Eigen's contraction is the one a transposed-lhs dot goes through (Eigen's thread-pool
 //! evaluation, TSL's blocking, oneDNN's sgemm: [`eigen_product`]), with the patches read
-//! through `TensorImagePatchOp`, whose index arithmetic Eigen's cost model prices. hlosim
-//! claims the shapes where that model leaves the depth whole ([`one_chain`]): no depth
-//! sharding (the band of sizes once measured as "two chains added at the end" is Eigen's
-//! `shardByInnerDim`, 81×8×200 or 50×12×320), no depth blocks (deeper than 320 on two
-//! threads, 90×16×352, or 384 on one). 3-D convolutions read volume patches, priced otherwise
-//! and not modelled: for them the shapes measured ([`SINGLE_BLOCK_DEPTH_3D`],
-//! [`SHARDED_DEPTH_BAND_3D`]).
+//! through `TensorImagePatchOp`, whose index arithmetic Eigen's cost model prices. For 1-D
+//! and 2-D convolutions hlosim follows that model wherever it leads ([`parts`]): the depth
+//! (taps × features, padded taps included) whole, cut into TSL's slices and oneDNN's halves
+//! (deeper than 320 on two threads, 90×16×352 as two chains of 176, or 384 on one), or
+//! sharded (the band of sizes once measured as "two chains added at the end" is Eigen's
+//! `shardByInnerDim`, 81×8×200 as 104 + 96), each part an FMA chain from zero wherever it
+//! starts in a tap's features, and the last row on its own where TSL's column blocks leave
+//! it alone ([`eigen_parts`](crate::eval::dot::eigen_parts)). Measured with exact-product
+//! data against the oracle part by part, then with random data (fixtures `conv_eigen_*`,
+//! `tools/fixtures/check_conv_orders.py --deep`). The transposed form's rows are input
+//! pixels added into several outputs: a last pixel summed on its own there is declined. 3-D
+//! convolutions read volume patches, priced otherwise and not modelled: for them one chain
+//! in the shapes measured ([`SINGLE_BLOCK_DEPTH_3D`], [`SHARDED_DEPTH_BAND_3D`]).
 //!
 //! Measured: 1-D windows 1 to 7 with 3 to 128 features and depths up to 256, padding 0..3;
 //! 3-D 2×2×2 and 3×3×3 windows with 8 and 16 features; base dilations 2 and 3 of 1-D, 2-D and
@@ -40,7 +46,8 @@
 //! operands: every claimed one bit-exact). Not reproduced: batch groups and f16 operands (not
 //! measured); those keep the direct loop.
 
-use super::Geom;
+use super::{stencil, Geom};
+use crate::eval::dot::eigen_parts::DepthParts;
 use crate::eval::dot::eigen_product::{self, RowsOperand, MEASURING_HOST};
 
 /// The deepest contraction (taps × input features) hlosim runs as one chain in a 3-D
@@ -74,29 +81,41 @@ const SHARDED_DEPTH_COLS_3D: usize = 16;
 const MAX_CONV_MATRIX_BYTES: usize = 8 << 30;
 
 /// How Eigen sums one output element of a convolution (module documentation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Order {
-    /// One FMA chain from zero over (tap, input feature), taps outer.
-    Chain,
-    /// Per tap an FMA chain from zero over the input features; the taps' sums added in order.
-    TapSums,
+    /// FMA chains from zero over (tap, input feature), taps outer, in Eigen's depth parts.
+    Chain(DepthParts),
+    /// Per tap, FMA chains from zero over the input features in Eigen's depth parts; the
+    /// taps' sums added in order.
+    TapSums(DepthParts),
 }
 
-/// Whether Eigen sums a contraction of `rows` rows, `cols` columns and depth `depth`, its rows
-/// read from `operand`, as one FMA chain per element in a `dims`-dimensional convolution: for
-/// 1-D and 2-D ones, where Eigen's cost model and blocking leave the depth whole
-/// ([`eigen_product::one_chain`]: no depth sharding, no depth blocks); for 3-D ones, the shapes
-/// measured. Never fewer than [`ONE_CHAIN_MIN_ROWS`] rows or 2 columns.
-pub(super) fn one_chain(
+/// Eigen's depth parts for a contraction of `rows` rows, `cols` columns and depth `depth`, its
+/// rows read from `operand`, in a `dims`-dimensional convolution: for 1-D and 2-D ones, as
+/// Eigen's cost model and blocking decide ([`eigen_product::order`]); for 3-D ones, one chain
+/// in the shapes measured, `None` otherwise. Never fewer than [`ONE_CHAIN_MIN_ROWS`] rows or
+/// 2 columns.
+pub(super) fn parts(
     (rows, cols, depth): (usize, usize, usize),
     operand: RowsOperand,
     dims: usize,
-) -> bool {
+) -> Option<DepthParts> {
     if rows < ONE_CHAIN_MIN_ROWS || cols < 2 {
-        return false;
+        return None;
     }
     if dims != 3 {
-        return eigen_product::one_chain((rows, cols, depth), operand, &MEASURING_HOST);
+        let shape = (rows, cols, depth);
+        let parts = DepthParts::of(&eigen_product::every_column_order(
+            shape,
+            operand,
+            &MEASURING_HOST,
+        )?);
+        return Some(
+            match eigen_product::last_row_order(shape, operand, &MEASURING_HOST) {
+                Some(last) => parts.with_last_row(rows - 1, &last),
+                None => parts,
+            },
+        );
     }
     let deepest = if cols >= 8 {
         SINGLE_BLOCK_DEPTH_3D
@@ -104,15 +123,19 @@ pub(super) fn one_chain(
         EIGEN_NARROW_DEPTH_3D
     };
     let sharded = cols < SHARDED_DEPTH_COLS_3D && SHARDED_DEPTH_BAND_3D.contains(&(rows * depth));
-    depth <= deepest && !sharded
+    (depth <= deepest && !sharded).then(|| DepthParts::whole(depth))
 }
 
-/// Whether the undilated convolution `g` (`dims` spatial dimensions) is Eigen's one chain over
-/// a contraction of `rows × cols × depth`. An unpadded window of one tap is a plain `dot`
-/// after XLA's rewrite: its rows are a matrix rather than image patches, and it sums 2 or 3
-/// terms otherwise (a 2-D one, or a 1-D one of 2 features and 8 outputs: 81% of the bits), so
-/// those are declined.
-pub(super) fn undilated_chain(g: &Geom, shape: (usize, usize, usize), dims: usize) -> bool {
+/// Eigen's depth parts for the undilated convolution `g` (`dims` spatial dimensions), a
+/// contraction of `rows × cols × depth` ([`parts`]). An unpadded window of one tap is a plain
+/// `dot` after XLA's rewrite: its rows are a matrix rather than image patches, and it sums 2
+/// or 3 terms otherwise (a 2-D one, or a 1-D one of 2 features and 8 outputs: 81% of the
+/// bits), so those are declined.
+pub(super) fn undilated_parts(
+    g: &Geom,
+    shape: (usize, usize, usize),
+    dims: usize,
+) -> Option<DepthParts> {
     let dot = g
         .win
         .iter()
@@ -122,7 +145,10 @@ pub(super) fn undilated_chain(g: &Geom, shape: (usize, usize, usize), dims: usiz
     } else {
         RowsOperand::ImagePatches
     };
-    !(dot && (2..=3).contains(&g.cin_g)) && one_chain(shape, operand, dims)
+    if dot && (2..=3).contains(&g.cin_g) {
+        return None;
+    }
+    parts(shape, operand, dims)
 }
 
 /// The order in which Eigen sums `g`, a convolution XLA:CPU does not hand to YNNPACK, or `None`
@@ -142,13 +168,20 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
     let positions: usize = batch * g.out_sp.iter().product::<usize>();
     let dilated = g.win.iter().any(|w| w.base_dilation > 1);
     if !dilated {
-        // 1-D and 3-D as measured before the dilated ones: ungrouped, no window dilation.
+        // 2-D: those XLA:CPU keeps out of YNNPACK (stencil.rs claims the one-chain ones
+        // first). 1-D and 3-D as measured before the dilated ones: ungrouped, no window
+        // dilation.
         let plain = g.win.iter().all(|w| w.window_dilation == 1);
-        let ok = feature_groups == 1
-            && dims != 2
-            && plain
-            && undilated_chain(g, (positions, g.out_per_fg, taps * g.cin_g), dims);
-        return ok.then_some(Order::Chain);
+        let ok = if dims == 2 {
+            !stencil::in_ynn(g, feature_groups as usize)
+        } else {
+            feature_groups == 1 && plain
+        };
+        let shape = (positions, g.out_per_fg, taps * g.cin_g);
+        return ok
+            .then(|| undilated_parts(g, shape, dims))
+            .flatten()
+            .map(Order::Chain);
     }
     let transposed = dims <= 2
         && feature_groups == 1
@@ -162,16 +195,22 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
     if transposed && matrix_bytes <= MAX_CONV_MATRIX_BYTES {
         // The transposed form contracts the input as it is, a matrix.
         let shape = (batch * in_pixels, taps * g.out_feat, g.cin_g);
-        let ok = one_chain(shape, RowsOperand::Matrix, dims);
-        return ok.then_some(Order::TapSums);
+        // Its rows are input pixels, each added into several outputs: one summed in parts
+        // of its own is not followed.
+        let parts = parts(shape, RowsOperand::Matrix, dims).filter(|p| p.same_for_every_row());
+        return parts.map(Order::TapSums);
     }
     let shape = (positions, g.out_per_fg, taps * g.cin_g);
-    one_chain(shape, RowsOperand::ImagePatches, dims).then_some(Order::Chain)
+    parts(shape, RowsOperand::ImagePatches, dims).map(Order::Chain)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn one_chain(shape: (usize, usize, usize), operand: RowsOperand, dims: usize) -> bool {
+        parts(shape, operand, dims).is_some_and(|p| p.is_whole())
+    }
 
     /// (rows, columns, depth) of 1-D and 2-D convolutions measured against XLA:CPU with the
     /// oracle (random data): one chain for every element, or not. Eigen's cost model, with the
@@ -222,5 +261,34 @@ mod tests {
         // 3-D: the shapes measured (128 rows of depth 108 with 8 columns sharded).
         assert!(one_chain((200, 16, 216), patches, 3));
         assert!(!one_chain((128, 8, 108), patches, 3));
+    }
+
+    /// Depths cut into parts, read off the oracle with exact-product data (each chain's sum
+    /// compared with XLA:CPU's bit for bit, 1-D windows): the sharded 81×8×200 as two chains
+    /// added at the end, 90×16×352 as two blocks of 176, and from this module's probes 100
+    /// rows of 5 taps × 128 features to 32 outputs as two slices of 320, 40 rows of 7 × 90
+    /// to 8 as shards of 320 and 310, 30 (unpadded) rows of 5 × 400 to 8 as two shards of
+    /// four parts each.
+    #[test]
+    fn cut_depths_match_the_measured_parts() {
+        use crate::eval::dot::eigen_product::EigenOrder::{Sequential, Sharded};
+        let patches = RowsOperand::ImagePatches;
+        let cases = [
+            ((81, 8, 200), Sharded(vec![vec![104], vec![96]])),
+            ((90, 16, 352), Sequential(vec![176, 176])),
+            ((100, 32, 640), Sequential(vec![320, 320])),
+            ((40, 8, 630), Sharded(vec![vec![320], vec![310]])),
+            (
+                (26, 8, 2000),
+                Sharded(vec![vec![256, 256, 256, 232], vec![256, 256, 256, 232]]),
+            ),
+        ];
+        for (shape, order) in cases {
+            assert_eq!(
+                parts(shape, patches, 2),
+                Some(DepthParts::of(&order)),
+                "{shape:?}"
+            );
+        }
     }
 }

@@ -10,7 +10,8 @@
 //!   outer, features inner, which is a one-lane stencil block here. Claimed where Eigen's
 //!   product of `positions` rows, the outputs per group as columns and a depth `taps ×
 //!   features` keeps the depth whole, as Eigen's cost model and blocking decide
-//!   ([`eigen::one_chain`]); not a plain `dot` of 2 or 3 terms (those are summed unfused).
+//!   ([`eigen::parts`]); not a plain `dot` of 2 or 3 terms (those are summed unfused). Where
+//!   Eigen cuts the depth into parts, [`eigen::order`] claims it instead.
 //! - **Inside YNNPACK** otherwise (`ynn_emitter.cc`, `DefineConvolutionOp`): the input is
 //!   zero-padded (`ynn_define_static_pad`), viewed as `[n, h, w, kh, kw, ci]`
 //!   (`ynn_define_stencil_copy`) and contracted with the `[kh, kw, ci, co]` kernel by a dot with
@@ -235,9 +236,10 @@ pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Optio
     let positions = g.out_batch * g.out_sp[0] * g.out_sp[1];
     let (n, c) = (g.out_per_fg, g.cin_g);
     if !in_ynn(g, groups) {
-        // An unpadded 1×1 window becomes a plain `dot` (`eigen::undilated_chain`).
-        let eigen = eigen::undilated_chain(g, (positions, n, c * taps), 2);
-        return eigen.then_some(Choice::Chains {
+        // An unpadded 1×1 window becomes a plain `dot` (`eigen::undilated_parts`). Eigen's
+        // depth in parts is `eigen::order`'s.
+        let eigen = eigen::undilated_parts(g, (positions, n, c * taps), 2);
+        return eigen.filter(|p| p.is_whole()).map(|_| Choice::Chains {
             lanes: 1,
             kc: c * taps,
         });

@@ -1,0 +1,221 @@
+//! One output element of an Eigen contraction summed in Eigen's depth parts, for convolutions,
+//! whose terms (`conv/eigen.rs`) arrive tap by tap with out-of-range taps skipped, so a part
+//! boundary can fall anywhere in a tap's features or in a tap that is not there at all, and
+//! for the last row of a dot that Eigen sums in an order of its own.
+//!
+//! [`eigen_product::order`] gives the parts: consecutive depth ranges, each one FMA chain from
+//! zero, the parts of a shard added to the shard's sum in turn and the shards' sums added to
+//! the output in turn (a sequential order is one shard). Every chain, part sum and shard sum
+//! starts at +0 here where Eigen writes the first one: the same value, since a chain from +0
+//! never gives −0 (+0 + −0 is +0), nor does a sum of such values, so `0 + x` is `x`. A skipped
+//! term (a padded tap or a dilation hole) is a zero product in Eigen's patches, which leaves a
+//! chain unchanged unless the kernel value is infinite or NaN (as `conv/eigen.rs` says).
+
+use crate::eval::dot::eigen_product::EigenOrder;
+
+/// Eigen's parts of a contraction's depth, as the ends of consecutive ranges.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::eval::dot) struct DepthParts {
+    /// `(end, closes_shard)`: a part covers the depth from the previous end up to `end`; its
+    /// chain is added to its shard's sum, which is added to the output where `closes_shard`.
+    ends: Vec<(usize, bool)>,
+    /// The contraction's last row and its own parts where they differ
+    /// ([`eigen_product::last_row_order`](crate::eval::dot::eigen_product::last_row_order)).
+    last_row: Option<(usize, Vec<(usize, bool)>)>,
+}
+
+/// The running state of one output element summed in [`DepthParts`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(in crate::eval::dot) struct PartSums {
+    /// The shards finished so far.
+    total: f32,
+    /// The current shard's finished parts.
+    shard: f32,
+    /// The current part's chain.
+    chain: f32,
+    /// Index of the current part in the parts of its row.
+    part: usize,
+    /// Whether the element is in the contraction's last row, summed in parts of its own.
+    last_row: bool,
+}
+
+impl DepthParts {
+    /// The depth `depth` in one chain.
+    pub(in crate::eval::dot) fn whole(depth: usize) -> DepthParts {
+        DepthParts {
+            ends: vec![(depth, true)],
+            last_row: None,
+        }
+    }
+
+    /// Eigen's order as depth ranges.
+    pub(in crate::eval::dot) fn of(order: &EigenOrder) -> DepthParts {
+        DepthParts {
+            ends: Self::ends(order),
+            last_row: None,
+        }
+    }
+
+    /// `self`, with row `row` (the contraction's last) summed in `order`.
+    pub(in crate::eval::dot) fn with_last_row(self, row: usize, order: &EigenOrder) -> DepthParts {
+        let ends = Self::ends(order);
+        DepthParts {
+            last_row: Some((row, ends)),
+            ..self
+        }
+    }
+
+    /// The state an element of row `row` starts from.
+    pub(in crate::eval::dot) fn start(&self, row: usize) -> PartSums {
+        PartSums {
+            last_row: self.last_row.as_ref().is_some_and(|(r, _)| *r == row),
+            ..PartSums::default()
+        }
+    }
+
+    /// The ends of `order`'s parts.
+    fn ends(order: &EigenOrder) -> Vec<(usize, bool)> {
+        let shards: Vec<&[usize]> = match order {
+            EigenOrder::Sequential(parts) => vec![parts],
+            EigenOrder::Sharded(shards) => shards.iter().map(Vec::as_slice).collect(),
+        };
+        let mut ends = Vec::new();
+        let mut end = 0;
+        for parts in shards {
+            for (i, &len) in parts.iter().enumerate() {
+                end += len;
+                ends.push((end, i + 1 == parts.len()));
+            }
+        }
+        ends
+    }
+
+    /// The parts of the row `st` is in.
+    fn row_ends(&self, st: &PartSums) -> &[(usize, bool)] {
+        match &self.last_row {
+            Some((_, ends)) if st.last_row => ends,
+            _ => &self.ends,
+        }
+    }
+
+    /// Whether every row is summed in the same parts.
+    pub(in crate::eval::dot) fn same_for_every_row(&self) -> bool {
+        self.last_row.is_none()
+    }
+
+    /// Whether every output is one FMA chain over the whole depth.
+    pub(in crate::eval::dot) fn is_whole(&self) -> bool {
+        self.ends.len() <= 1 && self.last_row.is_none()
+    }
+
+    /// `st` with the terms at depths `d0..d0 + count` added (`term(i)` is the pair at depth
+    /// `d0 + i`), closing the parts that end on the way. Depths only grow from call to call.
+    pub(in crate::eval::dot) fn add(
+        &self,
+        mut st: PartSums,
+        d0: usize,
+        count: usize,
+        term: impl Fn(usize) -> (f32, f32),
+    ) -> PartSums {
+        let mut i = 0;
+        while i < count {
+            let end = match self.row_ends(&st).get(st.part) {
+                Some(&(end, _)) if end <= d0 + i => {
+                    st = self.close(st);
+                    continue;
+                }
+                Some(&(end, _)) => (end - d0).min(count),
+                // Past the last part (the depth was larger than the parts cover): one chain.
+                None => count,
+            };
+            st.chain = (i..end).fold(st.chain, |acc, j| {
+                let (x, y) = term(j);
+                x.mul_add(y, acc)
+            });
+            i = end;
+        }
+        st
+    }
+
+    /// The output: every part still open closed in order.
+    pub(in crate::eval::dot) fn finish(&self, mut st: PartSums) -> f32 {
+        while st.part < self.row_ends(&st).len() {
+            st = self.close(st);
+        }
+        st.total + st.shard + st.chain
+    }
+
+    /// The sum of `count` terms from depth 0 (`term(i)` the pair at depth `i`).
+    pub(in crate::eval::dot) fn sum(
+        &self,
+        count: usize,
+        term: impl Fn(usize) -> (f32, f32),
+    ) -> f32 {
+        self.finish(self.add(PartSums::default(), 0, count, term))
+    }
+
+    /// `st` with its current part's chain added to its shard, and the shard to the total if
+    /// the part ends it.
+    fn close(&self, mut st: PartSums) -> PartSums {
+        let closes_shard = self.row_ends(&st).get(st.part).is_none_or(|&(_, c)| c);
+        st.shard += st.chain;
+        st.chain = 0.0;
+        if closes_shard {
+            st.total += st.shard;
+            st.shard = 0.0;
+        }
+        st.part += 1;
+        st
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ±2^40 probe of the module's measurements: a pair cancels only inside one chain, so
+    /// which pairs survive says where the chains end. Terms are `(value, 1.0)`.
+    fn probe(parts: &DepthParts, values: &[f32]) -> f32 {
+        parts.sum(values.len(), |i| (values[i], 1.0))
+    }
+
+    #[test]
+    fn a_part_boundary_restarts_the_chain() {
+        let big = 2f32.powi(40);
+        let v = [1.0, big, 1.0, -big, 1.0, 1.0];
+        // One chain: 1, big (the 1 lost), big, 0, 1, 2.
+        assert_eq!(probe(&DepthParts::whole(6), &v), 2.0);
+        // Parts [0, 2) and [2, 6): big, then 1 - big + 1 + 1 = -big; the output big - big.
+        let two = DepthParts::of(&EigenOrder::Sequential(vec![2, 4]));
+        assert_eq!(probe(&two, &v), 0.0);
+    }
+
+    #[test]
+    fn shards_sum_their_parts_before_joining_the_output() {
+        let (a, b, c, d) = (1f32, 2f32.powi(-30), 2f32.powi(-30), 2f32.powi(-24));
+        let v = [a, b, c, d];
+        // Shards (a + b) and (c + d): b is lost against a, c is kept against d, and c + d,
+        // above half an ulp of 1, rounds the output up.
+        let sharded = DepthParts::of(&EigenOrder::Sharded(vec![vec![1, 1], vec![1, 1]]));
+        assert_eq!(probe(&sharded, &v), 1.0 + 2f32.powi(-23));
+        // The same parts in one shard: c is lost, and 1 + 2^-24 is a tie, to even: 1.
+        let sequential = DepthParts::of(&EigenOrder::Sequential(vec![1, 1, 1, 1]));
+        assert_eq!(probe(&sequential, &v), 1.0);
+    }
+
+    #[test]
+    fn skipped_terms_still_close_their_parts() {
+        // Terms at depths 0, 1 (2^24 and 1) and 5, 6 (ones); 2 to 4 skipped, as a padded tap.
+        let big = 2f32.powi(24);
+        let run = |parts: Vec<usize>| {
+            let parts = DepthParts::of(&EigenOrder::Sequential(parts));
+            let st = parts.add(PartSums::default(), 0, 2, |i| ([big, 1.0][i], 1.0));
+            let st = parts.add(st, 5, 2, |_| (1.0, 1.0));
+            parts.finish(st)
+        };
+        // [0, 3) [3, 6) [6, 8): each 1 added to 2^24 on its own, a tie to even each time.
+        assert_eq!(run(vec![3, 3, 2]), big);
+        // [0, 3) [3, 8): the two ones are one chain, 2, which 2^24 keeps.
+        assert_eq!(run(vec![3, 5]), big + 2.0);
+    }
+}
