@@ -169,6 +169,85 @@ impl DepthParts {
     }
 }
 
+/// oneDNN's sum of `count` terms (`term(i)` the pair at depth `i`) for a single row of its
+/// sgemm (`m = 1`), onto the running sum `acc` (`None` for the first slice, which is
+/// written): one 8-lane accumulator of FMAs over whole iterations of 16 terms (term `i` in
+/// lane `i mod 8`), its lanes reduced as `((l0 + l1) + (l4 + l5)) + ((l2 + l3) + (l6 + l7))`,
+/// then `acc` added, then the tails, each of rounded products summed on its own and added: a
+/// vector of 8 reduced the same way, one of 4, `(t0 + t1) + (t2 + t3)`, a pair, a single
+/// term. Fewer than 4 terms in all are one FMA chain from zero, added to `acc`. Read off the oracle with
+/// cancelling ±2^40 pairs and exact-product data (the order, K = 13 to 2000), then random data
+/// (the roundings, K = 2 to 35).
+pub(in crate::eval::dot) fn row_dot(
+    acc: Option<f32>,
+    count: usize,
+    term: impl Fn(usize) -> (f32, f32),
+) -> f32 {
+    let product = |i: usize| {
+        let (x, y) = term(i);
+        x * y
+    };
+    let reduce8 = |l: [f32; 8]| ((l[0] + l[1]) + (l[4] + l[5])) + ((l[2] + l[3]) + (l[6] + l[7]));
+    let main = count / 16 * 16;
+    let mut lanes = [0f32; 8];
+    for i in 0..main {
+        let (x, y) = term(i);
+        lanes[i % 8] = x.mul_add(y, lanes[i % 8]);
+    }
+    let mut sum = reduce8(lanes);
+    if let Some(acc) = acc {
+        sum += acc;
+    }
+    if count < 4 {
+        let chain = (0..count).fold(0f32, |s, j| {
+            let (x, y) = term(j);
+            x.mul_add(y, s)
+        });
+        return acc.map_or(chain, |acc| acc + chain);
+    }
+    let mut i = main;
+    if count - i >= 8 {
+        sum += reduce8(std::array::from_fn(|j| product(i + j)));
+        i += 8;
+    }
+    if count - i >= 4 {
+        sum += (product(i) + product(i + 1)) + (product(i + 2) + product(i + 3));
+        i += 4;
+    }
+    if count - i >= 2 {
+        sum += product(i) + product(i + 1);
+        i += 2;
+    }
+    if count > i {
+        sum += product(i);
+    }
+    sum
+}
+
+/// The sum of `count` terms in `order`, each slice by [`row_dot`] onto the slices before it,
+/// each later shard's sum added to the first's.
+pub(in crate::eval::dot) fn row_dot_slices(
+    order: &EigenOrder,
+    term: impl Fn(usize) -> (f32, f32),
+) -> f32 {
+    let shards: Vec<&[usize]> = match order {
+        EigenOrder::Sequential(parts) => vec![parts],
+        EigenOrder::Sharded(shards) => shards.iter().map(Vec::as_slice).collect(),
+    };
+    let mut k0 = 0;
+    let mut total = None;
+    for slices in shards {
+        let mut acc = None;
+        for &len in slices {
+            acc = Some(row_dot(acc, len, |i| term(k0 + i)));
+            k0 += len;
+        }
+        let shard = acc.unwrap_or(0.0);
+        total = Some(total.map_or(shard, |t: f32| t + shard));
+    }
+    total.unwrap_or(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +280,23 @@ mod tests {
         // The same parts in one shard: c is lost, and 1 + 2^-24 is a tie, to even: 1.
         let sequential = DepthParts::of(&EigenOrder::Sequential(vec![1, 1, 1, 1]));
         assert_eq!(probe(&sequential, &v), 1.0);
+    }
+
+    /// 29 terms: 16 in the lanes, a vector of 8, one of 4 and one scalar. With 2^24 in lane
+    /// 0 and a 1 in lane 1, the reduction loses that 1, and the tails' ones arrive summed
+    /// (8, then 4) where one by one each would be lost; the last scalar is a tie, to even.
+    #[test]
+    fn row_dot_reduces_the_lanes_then_adds_the_tails() {
+        let big = 2f32.powi(24);
+        let mut v = [0f32; 29];
+        v[0] = big;
+        v[1] = 1.0;
+        v[16..29].fill(1.0);
+        assert_eq!(row_dot(None, 29, |i| (v[i], 1.0)), big + 12.0);
+        // One chain would lose every 1.
+        assert_eq!(DepthParts::whole(29).sum(29, |i| (v[i], 1.0)), big);
+        // A running sum enters after the reduction: -2^24 cancels it, and the tails count.
+        assert_eq!(row_dot(Some(-big), 29, |i| (v[i], 1.0)), 13.0);
     }
 
     #[test]

@@ -20,15 +20,14 @@
 //!    ([`onednn_parts`]). Each part is one fused multiply-add chain from zero per output,
 //!    added to the output in turn.
 //!
-//! One row can differ: where TSL's column blocks leave XLA's last row alone in a block,
+//! Two edges can differ: where TSL's column blocks leave XLA's last row alone in a block,
 //! oneDNN's gemv sums it, carrying one chain through a gemm's whole depth
-//! ([`last_row_order`]).
+//! ([`last_row_order`]); and where N is one past a multiple of 48 and Eigen blocks the rows,
+//! oneDNN sums the last column as a row of its own, in 8 lanes with tails
+//! ([`last_column_order`]).
 //!
-//! Not reproduced: the last column of a result whose N is one past a multiple of 48 (49, 97,
-//! 145, 193 measured; 17, 33, 50, 57 and 65 are not affected): oneDNN unrolls its M by 48
-//! and sums a last single row in another kernel, in 8 lanes with tails of its own, measured
-//! only in part; every other column is bit-exact (`tools/fixtures/check_eigen_dots.py` checks
-//! them). And a depth sharded into four or more blocks ([`order`]).
+//! Where both are alone, the corner element takes the row's order (measured). Not
+//! reproduced: a depth sharded into four or more blocks ([`order`]).
 //!
 //! The numbers Eigen reads from the host (its L1 and L3 cache sizes from cpuid, the pool's
 //! thread count) are those of the host the fixtures were recorded on, [`MEASURING_HOST`]:
@@ -71,9 +70,10 @@ const PARALLEL_KC_CAP: usize = 320;
 /// The deepest part oneDNN's avx512 sgemm sums without splitting (its `bk`), measured: 384
 /// terms stay one chain, 392 become two of 196.
 const ONEDNN_BK: usize = 384;
-/// oneDNN's M unroll: a last row past a multiple of it (XLA's N) is summed by another kernel
-/// (module documentation).
-const ONEDNN_UNROLL_M: usize = 48;
+/// TSL rounds Eigen's row block (`mc`) up to a multiple of this (`kUnrollM`, oneDNN's M
+/// unroll), so only an N one past a multiple of it can leave the last column alone
+/// ([`last_column_order`]).
+const TSL_UNROLL_M: usize = 48;
 /// TSL rounds Eigen's column block (`nc`) up to a multiple of this (`kUnrollN`, or the whole
 /// extent).
 const TSL_UNROLL_N: usize = 24;
@@ -128,8 +128,8 @@ pub(crate) enum EigenOrder {
 }
 
 /// The order of the `m x k` by `k x n` product (XLA's M, K, N), its rows read from `rows`, on
-/// `host` (for every column but, when N is one past a multiple of 48, the last: module
-/// documentation), or `None` for a depth sharded into four or more blocks (Eigen then adds
+/// `host` (for every element but a last row or column summed on its own: [`last_row_order`],
+/// [`last_column_order`]), or `None` for a depth sharded into four or more blocks (Eigen then adds
 /// blocks in a tree, which a 2-thread host never does and which was not measured).
 pub(crate) fn order(
     (m, n, k): (usize, usize, usize),
@@ -160,17 +160,141 @@ pub(crate) fn order(
     })
 }
 
-/// [`order`] where it holds for every column of the product: `None` also where N is one past
-/// a multiple of 48 (the last column in oneDNN's other kernel, module documentation).
+/// [`order`] where it holds for every column of the product: `None` also where the last
+/// column is summed by oneDNN's kernel for a single row ([`last_column_order`]).
 pub(crate) fn every_column_order(
+    shape: (usize, usize, usize),
+    rows: RowsOperand,
+    host: &EigenHost,
+) -> Option<EigenOrder> {
+    if last_column_order(shape, rows, host).is_some() {
+        return None;
+    }
+    order(shape, rows, host)
+}
+
+/// The depth slices of XLA's last column (N − 1) where oneDNN sums it as a row of its own:
+/// N one past a multiple of 48 (oneDNN's M unroll) and Eigen's rows cut into blocks
+/// ([`row_block`] below N). oneDNN then sums that row as dot products, each TSL slice whole
+/// (not halved at 384 terms) in the order of [`row_dot`](super::eigen_parts::row_dot), the
+/// running sum entering after the lanes are reduced; the shards of a sharded depth added as
+/// [`order`] adds them. Where Eigen leaves the rows whole (one thread with the depth or the
+/// columns blocked), the last column is the usual chain. Measured with exact-product data
+/// against the oracle, 29 shapes: N = 49, 97, 145 and 193; K = 13 to 2000; one thread, two,
+/// and sharded (the rows whole for 20 × 49 with K = 180 to 204, and with K = 1000 or more on
+/// one thread). Why a block of 49 rows left by blocks of 96 (N = 145) is summed this way and
+/// a whole 49 is not was not identified; the rule is the one measured.
+pub(crate) fn last_column_order(
     (m, n, k): (usize, usize, usize),
     rows: RowsOperand,
     host: &EigenHost,
 ) -> Option<EigenOrder> {
-    if n > 1 && n % ONEDNN_UNROLL_M == 1 {
+    let (em, en) = (n, m);
+    if em < 2 || em % TSL_UNROLL_M != 1 {
         return None;
     }
-    order((m, n, k), rows, host)
+    let alone = |len: usize, threads: usize, by_col: bool| {
+        row_block(len, em, en, threads, by_col, host) < em
+    };
+    match evaluation(em, en, k, rows, host) {
+        Evaluation::Sequential => {
+            alone(k, 1, true).then(|| EigenOrder::Sequential(tsl_slices(k, em, en, 1, host)))
+        }
+        Evaluation::Parallel { threads } => alone(k, threads, shard_by_col(em, en, threads))
+            .then(|| EigenOrder::Sequential(tsl_slices(k, em, en, threads, host))),
+        Evaluation::ShardedDepth { .. } => {
+            let Some(EigenOrder::Sharded(shards)) = order((m, n, k), rows, host) else {
+                return None;
+            };
+            let blocks = shards.len();
+            let lens: Vec<usize> = shards.iter().map(|p| p.iter().sum()).collect();
+            lens.iter().all(|&len| alone(len, blocks, true)).then(|| {
+                EigenOrder::Sharded(
+                    lens.iter()
+                        .map(|&len| tsl_slices(len, em, en, blocks, host))
+                        .collect(),
+                )
+            })
+        }
+    }
+}
+
+/// Eigen's row block (`mc`) for a gemm of depth `k` on `threads` threads, sharded by column
+/// or by row (`evaluateProductBlockingSizesHeuristic`; by row, blocked as its columns are),
+/// as TSL rounds it ([`TSL_UNROLL_M`]).
+fn row_block(
+    k: usize,
+    m: usize,
+    n: usize,
+    threads: usize,
+    by_col: bool,
+    host: &EigenHost,
+) -> usize {
+    let kc = eigen_kc(k, m, n, threads, host).max(1);
+    let mc = match (threads, by_col) {
+        (1, _) => sequential_mc(k, m, n, host),
+        (_, true) => threaded_l3_block(m, kc, threads, host),
+        (_, false) => threaded_l2_block(m, kc, threads, host),
+    };
+    m.min(mc.max(1).div_ceil(TSL_UNROLL_M) * TSL_UNROLL_M)
+}
+
+/// Eigen's several-thread block of an `extent` blocked for L3 (its rows when sharding by
+/// column): a thread's share in multiples of [`MR`], or less where a `kc`-deep lhs block of
+/// that many rows per thread would not fit the L3 left over by L2.
+fn threaded_l3_block(extent: usize, kc: usize, threads: usize, host: &EigenHost) -> usize {
+    let cache = host.l3_bytes.saturating_sub(host.l2_bytes) / (4 * kc * threads);
+    let per_thread = extent.div_ceil(threads);
+    if cache < per_thread && cache >= MR {
+        cache - cache % MR
+    } else {
+        extent.min(per_thread.next_multiple_of(MR))
+    }
+}
+
+/// Eigen's several-thread block of an `extent` blocked for L2 (its columns when sharding by
+/// column): a thread's share in multiples of [`NR`], or what a `kc`-deep rhs panel leaves of
+/// L2 beyond L1.
+fn threaded_l2_block(extent: usize, kc: usize, threads: usize, host: &EigenHost) -> usize {
+    let cache = host.l2_bytes.saturating_sub(host.l1_bytes) / (NR * 4 * kc);
+    let per_thread = extent.div_ceil(threads);
+    if cache <= per_thread {
+        cache - cache % NR
+    } else {
+        extent.min(per_thread.next_multiple_of(NR))
+    }
+}
+
+/// Eigen's one-thread row block (`mc`) before TSL's rounding: the rows are blocked only when
+/// neither the depth nor the columns are (Eigen's "no blocking at all" case), to keep the
+/// packed lhs in L1 (a problem of at most 1 KiB), L2 (at most 32 KiB, at most 576 rows) or
+/// 1.5 MB.
+fn sequential_mc(k: usize, m: usize, n: usize, host: &EigenHost) -> usize {
+    if k.max(m).max(n) < 48
+        || eigen_kc(k, m, n, 1, host) != k
+        || n > sequential_nc_limit(k, m, host)
+    {
+        return m;
+    }
+    let problem = k * n * 4;
+    let (cache, max_mc) = if problem <= 1024 {
+        (host.l1_bytes, m)
+    } else if problem <= 32 * 1024 {
+        (host.l2_bytes, m.min(576))
+    } else {
+        (EIGEN_ACTUAL_L2, m)
+    };
+    let mut mc = (cache / (3 * k * 4)).min(max_mc);
+    if mc > MR {
+        mc -= mc % MR;
+    } else if mc == 0 {
+        return m;
+    }
+    if m.is_multiple_of(mc) {
+        mc
+    } else {
+        mc - MR * ((mc - m % mc) / (MR * (m / mc + 1)))
+    }
 }
 
 /// The order of XLA's last row (M − 1) where it differs from [`order`]'s: TSL's column
@@ -235,24 +359,10 @@ fn column_block(
     host: &EigenHost,
 ) -> usize {
     let kc = eigen_kc(k, m, n, threads, host).max(1);
-    let nc = if threads == 1 {
-        sequential_nc(k, m, n, host)
-    } else if by_col {
-        let n_cache = host.l2_bytes.saturating_sub(host.l1_bytes) / (NR * 4 * kc);
-        let per_thread = n.div_ceil(threads);
-        if n_cache <= per_thread {
-            n_cache - n_cache % NR
-        } else {
-            n.min(per_thread.next_multiple_of(NR))
-        }
-    } else {
-        let m_cache = host.l3_bytes.saturating_sub(host.l2_bytes) / (4 * kc * threads);
-        let per_thread = n.div_ceil(threads);
-        if m_cache < per_thread && m_cache >= MR {
-            m_cache - m_cache % MR
-        } else {
-            n.min(per_thread.next_multiple_of(MR))
-        }
+    let nc = match (threads, by_col) {
+        (1, _) => sequential_nc(k, m, n, host),
+        (_, true) => threaded_l2_block(n, kc, threads, host),
+        (_, false) => threaded_l3_block(n, kc, threads, host),
     };
     n.min(nc.max(1).div_ceil(TSL_UNROLL_N) * TSL_UNROLL_N)
 }
@@ -262,17 +372,7 @@ fn sequential_nc(k: usize, m: usize, n: usize, host: &EigenHost) -> usize {
     if k.max(m).max(n) < 48 {
         return n;
     }
-    let (kdiv, ksub) = (4 * (MR + NR), MR * NR * 4);
-    let max_kc = ((host.l1_bytes.saturating_sub(ksub) / kdiv) & !7).max(1);
-    let kc = eigen_kc(k, m, n, 1, host).max(1);
-    // What the lhs block leaves of L1 (Eigen's signed arithmetic: it may be negative).
-    let remaining_l1 = host.l1_bytes as i64 - ksub as i64 - (m * kc * 4) as i64;
-    let max_nc = if remaining_l1 >= (NR * 4 * kc) as i64 {
-        remaining_l1 as usize / (kc * 4)
-    } else {
-        3 * EIGEN_ACTUAL_L2 / (4 * max_kc * 4)
-    };
-    let nc = (EIGEN_ACTUAL_L2 / (2 * kc * 4)).min(max_nc) & !(NR - 1);
+    let nc = sequential_nc_limit(k, m, host);
     if nc == 0 || n <= nc {
         n
     } else if n.is_multiple_of(nc) {
@@ -280,6 +380,23 @@ fn sequential_nc(k: usize, m: usize, n: usize, host: &EigenHost) -> usize {
     } else {
         nc - NR * ((nc - n % nc) / (NR * (n / nc + 1)))
     }
+}
+
+/// The most columns Eigen's one-thread blocking takes at once for an `m x k` lhs: what the
+/// lhs block leaves of L1, or a share of its assumed L2, in multiples of [`NR`] (before
+/// [`sequential_nc`] evens the blocks out).
+fn sequential_nc_limit(k: usize, m: usize, host: &EigenHost) -> usize {
+    let (kdiv, ksub) = (4 * (MR + NR), MR * NR * 4);
+    let max_kc = ((host.l1_bytes.saturating_sub(ksub) / kdiv) & !7).max(1);
+    let kc = eigen_kc(k, m, usize::MAX, 1, host).max(1);
+    // What the lhs block leaves of L1 (Eigen's signed arithmetic: it may be negative).
+    let remaining_l1 = host.l1_bytes as i64 - ksub as i64 - (m * kc * 4) as i64;
+    let max_nc = if remaining_l1 >= (NR * 4 * kc) as i64 {
+        remaining_l1 as usize / (kc * 4)
+    } else {
+        3 * EIGEN_ACTUAL_L2 / (4 * max_kc * 4)
+    };
+    (EIGEN_ACTUAL_L2 / (2 * kc * 4)).min(max_nc) & !(NR - 1)
 }
 
 /// Eigen's choice among [`Evaluation`]s for an `m x k` by `k x n` contraction (Eigen's
@@ -521,5 +638,28 @@ mod tests {
         );
         assert_eq!(last(26, 4, 400, patches), None);
         assert_eq!(last(97, 8, 500, patches), None);
+    }
+
+    /// The last column summed by oneDNN's single-row kernel, read off the oracle with
+    /// exact-product data (every candidate compared with XLA:CPU's column): where Eigen cuts
+    /// the rows into blocks, per TSL slice (one thread, two, sharded); not where it leaves the
+    /// rows whole (the columns blocked: 40 x 192 x 49; the depth: 10 x 1000 x 145).
+    #[test]
+    fn a_last_column_alone_is_summed_by_slices() {
+        let last = |m, n, k| last_column_order((m, n, k), RowsOperand::Matrix, &MEASURING_HOST);
+        assert_eq!(last(20, 49, 64), Some(EigenOrder::Sequential(vec![64])));
+        assert_eq!(last(20, 49, 500), Some(EigenOrder::Sequential(vec![500])));
+        assert_eq!(last(40, 145, 192), Some(EigenOrder::Sequential(vec![192])));
+        assert_eq!(
+            last(300, 49, 900),
+            Some(EigenOrder::Sequential(vec![304, 304, 292]))
+        );
+        assert_eq!(
+            last(100, 49, 700),
+            Some(EigenOrder::Sharded(vec![vec![176, 176], vec![176, 172]]))
+        );
+        assert_eq!(last(40, 49, 192), None);
+        assert_eq!(last(10, 145, 1000), None);
+        assert_eq!(last(20, 48, 64), None);
     }
 }

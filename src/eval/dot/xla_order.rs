@@ -45,7 +45,7 @@
 //! several lanes or deeper blocks (narrow panels: `kc = 32768 / width`) run in
 //! [`lane_panel`].
 
-use super::eigen_parts::DepthParts;
+use super::eigen_parts::{row_dot_slices, DepthParts};
 use super::eigen_product::{self, EigenOrder, RowsOperand, MEASURING_HOST};
 use super::view::MatView;
 use super::ynn_panels::{self, Panel};
@@ -266,24 +266,32 @@ unsafe fn eigen(
         }
     }
     let shape = (rows, n, k);
-    let Some(last) = eigen_product::last_row_order(shape, RowsOperand::Matrix, &MEASURING_HOST)
-    else {
-        return;
-    };
-    // The last row again, in its own order (rows > 1 for an Eigen product).
     let ((a, ars, acs), (b, brs, bcs)) = (a, b);
-    let parts = DepthParts::of(&last);
-    let row = (rows - 1) as isize * ars;
-    for (j, out) in c[(rows - 1) * n..rows * n].iter_mut().enumerate() {
-        // SAFETY: row rows - 1, terms 0..k and column j < n lie inside the matrices the
-        // caller vouched for.
-        *out = parts.sum(k, |kk| unsafe {
+    // SAFETY (every use): row i < rows, term kk < k and column j < n lie inside the matrices
+    // the caller vouched for.
+    let term = |i: usize, j: usize| {
+        move |kk: usize| unsafe {
             let kk = kk as isize;
             (
-                *a.offset(row + kk * acs),
+                *a.offset(i as isize * ars + kk * acs),
                 *b.offset(kk * brs + j as isize * bcs),
             )
-        });
+        }
+    };
+    let host = &MEASURING_HOST;
+    // The last column, summed by oneDNN's single-row kernel (N > 1 here).
+    if let Some(last) = eigen_product::last_column_order(shape, RowsOperand::Matrix, host) {
+        for i in 0..rows {
+            c[i * n + n - 1] = row_dot_slices(&last, term(i, n - 1));
+        }
+    }
+    // The last row again, in its own order (rows > 1 for an Eigen product), the corner too
+    // where both are alone (measured: its order is the row's).
+    if let Some(last) = eigen_product::last_row_order(shape, RowsOperand::Matrix, host) {
+        let parts = DepthParts::of(&last);
+        for (j, out) in c[(rows - 1) * n..rows * n].iter_mut().enumerate() {
+            *out = parts.sum(k, term(rows - 1, j));
+        }
     }
 }
 
