@@ -77,6 +77,9 @@ const TSL_UNROLL_M: usize = 48;
 /// TSL rounds Eigen's column block (`nc`) up to a multiple of this (`kUnrollN`, or the whole
 /// extent).
 const TSL_UNROLL_N: usize = 24;
+/// The largest N whose last column was measured in oneDNN's single-row kernel
+/// ([`last_column_order`]): 577 (150 × 328 × 577) is summed otherwise, not identified.
+const LAST_COLUMN_MEASURED: usize = 4 * TSL_UNROLL_M + 1;
 /// The cache Eigen's one-thread blocking assumes for its column block (`actual_l2`, "1.5 MB",
 /// a constant rather than the host's).
 const EIGEN_ACTUAL_L2: usize = 1_572_864;
@@ -167,7 +170,9 @@ pub(crate) fn every_column_order(
     rows: RowsOperand,
     host: &EigenHost,
 ) -> Option<EigenOrder> {
-    if last_column_order(shape, rows, host).is_some() {
+    let n = shape.1;
+    let unmeasured = n % TSL_UNROLL_M == 1 && n > LAST_COLUMN_MEASURED;
+    if unmeasured || last_column_order(shape, rows, host).is_some() {
         return None;
     }
     order(shape, rows, host)
@@ -183,14 +188,15 @@ pub(crate) fn every_column_order(
 /// against the oracle, 29 shapes: N = 49, 97, 145 and 193; K = 13 to 2000; one thread, two,
 /// and sharded (the rows whole for 20 × 49 with K = 180 to 204, and with K = 1000 or more on
 /// one thread). Why a block of 49 rows left by blocks of 96 (N = 145) is summed this way and
-/// a whole 49 is not was not identified; the rule is the one measured.
+/// a whole 49 is not was not identified; the rule is the one measured, and claimed up to
+/// N = [`LAST_COLUMN_MEASURED`].
 pub(crate) fn last_column_order(
     (m, n, k): (usize, usize, usize),
     rows: RowsOperand,
     host: &EigenHost,
 ) -> Option<EigenOrder> {
     let (em, en) = (n, m);
-    if em < 2 || em % TSL_UNROLL_M != 1 {
+    if em < 2 || em % TSL_UNROLL_M != 1 || em > LAST_COLUMN_MEASURED {
         return None;
     }
     let alone = |len: usize, threads: usize, by_col: bool| {
@@ -304,6 +310,30 @@ fn sequential_mc(k: usize, m: usize, n: usize, host: &EigenHost) -> usize {
 /// of K, or over each shard's, the shards added as [`order`] adds them). Measured: 25 rows of
 /// 400 and 1059 terms (one thread), 49 rows of 907 terms in two shards.
 pub(crate) fn last_row_order(
+    shape: (usize, usize, usize),
+    rows: RowsOperand,
+    host: &EigenHost,
+) -> Option<EigenOrder> {
+    let alone = alone_row_order(shape, rows, host)?;
+    (Some(&alone) != order(shape, rows, host).as_ref()).then_some(alone)
+}
+
+/// The order of the corner element (M − 1, N − 1) where the last column is alone
+/// ([`last_column_order`]) and so is the last row: the row's order, one chain per gemm, even
+/// where the other rows' order is that too (measured: 49 × 656 × 145, 25 × 2185 × 145 sharded,
+/// 49 × 238 × 145 in one part).
+pub(crate) fn corner_order(
+    shape: (usize, usize, usize),
+    rows: RowsOperand,
+    host: &EigenHost,
+) -> Option<EigenOrder> {
+    last_column_order(shape, rows, host)?;
+    alone_row_order(shape, rows, host)
+}
+
+/// The order of XLA's last row where TSL's column blocks leave it alone in a gemm (one
+/// chain per gemm, [`last_row_order`]), whether or not the other rows sum the same way.
+fn alone_row_order(
     (m, n, k): (usize, usize, usize),
     rows: RowsOperand,
     host: &EigenHost,
@@ -312,39 +342,33 @@ pub(crate) fn last_row_order(
     let alone = |len: usize, threads: usize, by_col: bool| {
         en >= 2 && en % column_block(len, em, en, threads, by_col, host) == 1
     };
-    let last = match order((m, n, k), rows, host)? {
-        EigenOrder::Sequential(parts) => {
+    match order((m, n, k), rows, host)? {
+        EigenOrder::Sequential(_) => {
             let threads = match evaluation(em, en, k, rows, host) {
                 Evaluation::Parallel { threads } => threads,
                 _ => 1,
             };
-            if parts.len() < 2 || !alone(k, threads, shard_by_col(em, en, threads)) {
-                return None;
-            }
-            EigenOrder::Sequential(vec![k])
+            alone(k, threads, shard_by_col(em, en, threads))
+                .then(|| EigenOrder::Sequential(vec![k]))
         }
         EigenOrder::Sharded(shards) => {
             let blocks = shards.len();
-            let mut changed = false;
+            let mut any = false;
             let shards = shards
                 .into_iter()
                 .map(|parts| {
                     let len = parts.iter().sum();
-                    if parts.len() > 1 && alone(len, blocks, true) {
-                        changed = true;
+                    if alone(len, blocks, true) {
+                        any = true;
                         vec![len]
                     } else {
                         parts
                     }
                 })
                 .collect();
-            if !changed {
-                return None;
-            }
-            EigenOrder::Sharded(shards)
+            any.then_some(EigenOrder::Sharded(shards))
         }
-    };
-    Some(last)
+    }
 }
 
 /// Eigen's column block (`nc`) for a gemm of depth `k` on `threads` threads, sharded by

@@ -285,13 +285,16 @@ unsafe fn eigen(
             c[i * n + n - 1] = row_dot_slices(&last, term(i, n - 1));
         }
     }
-    // The last row again, in its own order (rows > 1 for an Eigen product), the corner too
-    // where both are alone (measured: its order is the row's).
+    // The last row again, in its own order (rows > 1 for an Eigen product), and the corner
+    // where both are alone.
     if let Some(last) = eigen_product::last_row_order(shape, RowsOperand::Matrix, host) {
         let parts = DepthParts::of(&last);
         for (j, out) in c[(rows - 1) * n..rows * n].iter_mut().enumerate() {
             *out = parts.sum(k, term(rows - 1, j));
         }
+    }
+    if let Some(corner) = eigen_product::corner_order(shape, RowsOperand::Matrix, host) {
+        c[rows * n - 1] = DepthParts::of(&corner).sum(k, term(rows - 1, n - 1));
     }
 }
 
