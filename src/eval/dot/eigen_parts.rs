@@ -188,6 +188,13 @@ pub(in crate::eval::dot) fn row_dot(
         x * y
     };
     let reduce8 = |l: [f32; 8]| ((l[0] + l[1]) + (l[4] + l[5])) + ((l[2] + l[3]) + (l[6] + l[7]));
+    if count < 4 {
+        let chain = (0..count).fold(0f32, |s, j| {
+            let (x, y) = term(j);
+            x.mul_add(y, s)
+        });
+        return acc.map_or(chain, |acc| acc + chain);
+    }
     let main = count / 16 * 16;
     let mut lanes = [0f32; 8];
     for i in 0..main {
@@ -197,13 +204,6 @@ pub(in crate::eval::dot) fn row_dot(
     let mut sum = reduce8(lanes);
     if let Some(acc) = acc {
         sum += acc;
-    }
-    if count < 4 {
-        let chain = (0..count).fold(0f32, |s, j| {
-            let (x, y) = term(j);
-            x.mul_add(y, s)
-        });
-        return acc.map_or(chain, |acc| acc + chain);
     }
     let mut i = main;
     if count - i >= 8 {

@@ -180,7 +180,7 @@ pub(crate) fn every_column_order(
 
 /// The depth slices of XLA's last column (N − 1) where oneDNN sums it as a row of its own:
 /// N one past a multiple of 48 (oneDNN's M unroll) and Eigen's rows cut into blocks
-/// ([`row_block`] below N). oneDNN then sums that row as dot products, each TSL slice whole
+/// ([`tsl_block`] below N). oneDNN then sums that row as dot products, each TSL slice whole
 /// (not halved at 384 terms) in the order of [`row_dot`](super::eigen_parts::row_dot), the
 /// running sum entering after the lanes are reduced; the shards of a sharded depth added as
 /// [`order`] adds them. Where Eigen leaves the rows whole (one thread with the depth or the
@@ -200,7 +200,7 @@ pub(crate) fn last_column_order(
         return None;
     }
     let alone = |len: usize, threads: usize, by_col: bool| {
-        row_block(len, em, en, threads, by_col, host) < em
+        tsl_block(Axis::Rows, len, (em, en), threads, by_col, host) < em
     };
     match evaluation(em, en, k, rows, host) {
         Evaluation::Sequential => {
@@ -225,24 +225,38 @@ pub(crate) fn last_column_order(
     }
 }
 
-/// Eigen's row block (`mc`) for a gemm of depth `k` on `threads` threads, sharded by column
-/// or by row (`evaluateProductBlockingSizesHeuristic`; by row, blocked as its columns are),
-/// as TSL rounds it ([`TSL_UNROLL_M`]).
-fn row_block(
+/// Which of a gemm's extents TSL blocks: XLA's columns (Eigen's rows, `mc`) or XLA's rows
+/// (Eigen's columns, `nc`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Axis {
+    Rows,
+    Cols,
+}
+
+/// Eigen's block along `axis` for a gemm of depth `k` on `threads` threads, sharded by column
+/// or by row (`evaluateProductBlockingSizesHeuristic`), as TSL rounds it ([`TSL_UNROLL_M`],
+/// [`TSL_UNROLL_N`]). With several threads the extent Eigen shards along is blocked for L3
+/// and the other for L2; sharding by row swaps `m` and `n` there, so the roles swap too.
+fn tsl_block(
+    axis: Axis,
     k: usize,
-    m: usize,
-    n: usize,
+    (m, n): (usize, usize),
     threads: usize,
     by_col: bool,
     host: &EigenHost,
 ) -> usize {
     let kc = eigen_kc(k, m, n, threads, host).max(1);
-    let mc = match (threads, by_col) {
-        (1, _) => sequential_mc(k, m, n, host),
-        (_, true) => threaded_l3_block(m, kc, threads, host),
-        (_, false) => threaded_l2_block(m, kc, threads, host),
+    let (extent, unit) = match axis {
+        Axis::Rows => (m, TSL_UNROLL_M),
+        Axis::Cols => (n, TSL_UNROLL_N),
     };
-    m.min(mc.max(1).div_ceil(TSL_UNROLL_M) * TSL_UNROLL_M)
+    let block = match (threads, axis) {
+        (1, Axis::Rows) => sequential_mc(k, m, n, host),
+        (1, Axis::Cols) => sequential_nc(k, m, n, host),
+        _ if (axis == Axis::Rows) == by_col => threaded_l3_block(extent, kc, threads, host),
+        _ => threaded_l2_block(extent, kc, threads, host),
+    };
+    extent.min(block.max(1).div_ceil(unit) * unit)
 }
 
 /// Eigen's several-thread block of an `extent` blocked for L3 (its rows when sharding by
@@ -304,7 +318,7 @@ fn sequential_mc(k: usize, m: usize, n: usize, host: &EigenHost) -> usize {
 }
 
 /// The order of XLA's last row (M − 1) where it differs from [`order`]'s: TSL's column
-/// blocks ([`column_block`]) can leave that row alone in the last block of a gemm, and oneDNN's
+/// blocks ([`tsl_block`]) can leave that row alone in the last block of a gemm, and oneDNN's
 /// sgemm hands a product of one column to its gemv, which carries each output's FMA chain on
 /// from one depth slice to the next: the row is one chain over a gemm's whole depth (over all
 /// of K, or over each shard's, the shards added as [`order`] adds them). Measured: 25 rows of
@@ -340,7 +354,7 @@ fn alone_row_order(
 ) -> Option<EigenOrder> {
     let (em, en) = (n, m);
     let alone = |len: usize, threads: usize, by_col: bool| {
-        en >= 2 && en % column_block(len, em, en, threads, by_col, host) == 1
+        en >= 2 && en % tsl_block(Axis::Cols, len, (em, en), threads, by_col, host) == 1
     };
     match order((m, n, k), rows, host)? {
         EigenOrder::Sequential(_) => {
@@ -369,26 +383,6 @@ fn alone_row_order(
             any.then_some(EigenOrder::Sharded(shards))
         }
     }
-}
-
-/// Eigen's column block (`nc`) for a gemm of depth `k` on `threads` threads, sharded by
-/// column or by row (`evaluateProductBlockingSizesHeuristic`; by row, Eigen swaps `m` and `n`
-/// there, so the columns are blocked as its rows are), as TSL rounds it ([`TSL_UNROLL_N`]).
-fn column_block(
-    k: usize,
-    m: usize,
-    n: usize,
-    threads: usize,
-    by_col: bool,
-    host: &EigenHost,
-) -> usize {
-    let kc = eigen_kc(k, m, n, threads, host).max(1);
-    let nc = match (threads, by_col) {
-        (1, _) => sequential_nc(k, m, n, host),
-        (_, true) => threaded_l2_block(n, kc, threads, host),
-        (_, false) => threaded_l3_block(n, kc, threads, host),
-    };
-    n.min(nc.max(1).div_ceil(TSL_UNROLL_N) * TSL_UNROLL_N)
 }
 
 /// Eigen's one-thread column block (`nc`) before TSL's rounding, for its `m x k` by `k x n`.
