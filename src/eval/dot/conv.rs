@@ -249,7 +249,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                         conv_loop(&a, &k, &g, 0f32, fma)
                     }
                     eigen::Order::Chain(parts) => {
-                        let start = |row| parts.start(row);
+                        let start = |row, col| parts.start(row, col);
                         let sums = conv_taps(&g, start, Forward, |st, io, ko, t| {
                             let terms = feature_terms(&a, &k, &g, io, ko);
                             parts.add(st, t * g.cin_g, g.cin_g, terms)
@@ -258,7 +258,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                     }
                     eigen::Order::TapSums(parts) => conv_taps(
                         &g,
-                        |_| 0f32,
+                        |_, _| 0f32,
                         Forward,
                         |acc, io, ko, _| {
                             acc + parts.sum(g.cin_g, feature_terms(&a, &k, &g, io, ko))
@@ -273,7 +273,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                     Features::Chain => conv_loop_with(&a, &k, &g, 0f32, fma, None, taps),
                     Features::Vectorized(shape) => conv_taps(
                         &g,
-                        |_| 0f32,
+                        |_, _| 0f32,
                         taps,
                         |acc, io, ko, _| {
                             let terms = feature_terms(&a, &k, &g, io, ko);
@@ -414,10 +414,10 @@ fn conv_loop_with<T: Copy + Send + Sync>(
         })
     };
     match tap_add {
-        None => conv_taps(g, |_| zero, order, |acc, io, ko, _| chain(acc, io, ko)),
+        None => conv_taps(g, |_, _| zero, order, |acc, io, ko, _| chain(acc, io, ko)),
         Some(add) => conv_taps(
             g,
-            |_| zero,
+            |_, _| zero,
             order,
             |acc, io, ko, _| add(acc, chain(zero, io, ko)),
         ),
@@ -437,14 +437,14 @@ fn feature_terms<'a, T: Copy>(
 }
 
 /// Computes every output element in canonical (batch, feature, spatial...) order from
-/// `start(row)` (its row of the contraction: batch-major position, the first spatial dimension
-/// outermost), visiting its valid taps (those of each spatial dimension in `order`, the first dimension
+/// `start(row, column)` (its row of the contraction: batch-major position, the first spatial
+/// dimension outermost; its column: the output feature within its group), visiting its valid taps (those of each spatial dimension in `order`, the first dimension
 /// outermost): `tap(acc, input offset, kernel offset, tap)` adds one tap's input features (the
 /// offsets are those of the group's first feature; `tap` is the kernel position's index in
 /// the window, row-major, the first spatial dimension outermost).
-fn conv_taps<T: Copy + Send + Sync>(
+fn conv_taps<T: Send + Sync>(
     g: &Geom,
-    start: impl Fn(usize) -> T + Sync,
+    start: impl Fn(usize, usize) -> T + Sync,
     order: Taps,
     tap: impl Fn(T, usize, usize, usize) -> T + Sync,
 ) -> Vec<T> {
@@ -465,7 +465,7 @@ fn conv_taps<T: Copy + Send + Sync>(
         let mut out = Vec::with_capacity(sp_count);
         let mut idx = vec![0usize; nsp];
         for position in 0..sp_count {
-            let mut acc = start(b * sp_count + position);
+            let mut acc = start(b * sp_count + position, o % g.out_per_fg);
             // Product over spatial dims of the tap lists (odometer over tap indices).
             let lists: Vec<&Vec<(usize, usize, usize)>> =
                 (0..nsp).map(|d| &taps[d][idx[d]]).collect();

@@ -1,7 +1,8 @@
 //! One output element of an Eigen contraction summed in Eigen's depth parts, for convolutions,
 //! whose terms (`conv/eigen.rs`) arrive tap by tap with out-of-range taps skipped, so a part
 //! boundary can fall anywhere in a tap's features or in a tap that is not there at all, and
-//! for the last row of a dot that Eigen sums in an order of its own.
+//! for the last row and the last column of a product, which Eigen and oneDNN sum in orders
+//! of their own.
 //!
 //! [`eigen_product::order`] gives the parts: consecutive depth ranges, each one FMA chain from
 //! zero, the parts of a shard added to the shard's sum in turn and the shards' sums added to
@@ -22,9 +23,33 @@ pub(in crate::eval::dot) struct DepthParts {
     /// The contraction's last row and its own parts where they differ
     /// ([`eigen_product::last_row_order`](crate::eval::dot::eigen_product::last_row_order)).
     last_row: Option<(usize, Vec<(usize, bool)>)>,
+    /// The contraction's last column where oneDNN sums it as a row of its own.
+    last_column: Option<LastColumn>,
 }
 
-/// The running state of one output element summed in [`DepthParts`].
+/// A last column summed by oneDNN's single-row kernel ([`row_dot_slices`],
+/// [`eigen_product::last_column_order`](crate::eval::dot::eigen_product::last_column_order)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct LastColumn {
+    /// The column's index.
+    col: usize,
+    /// Its depth slices.
+    slices: EigenOrder,
+    /// The row whose element of this column takes its row's order instead (the corner,
+    /// [`eigen_product::corner_order`](crate::eval::dot::eigen_product::corner_order)).
+    corner_row: Option<usize>,
+}
+
+/// The running state of one output element summed in [`DepthParts`]: its parts' sums, or, in
+/// a last column summed as a row of its own, its terms gathered by depth (skipped ones zero),
+/// since that kernel's lanes and tails follow depth positions.
+#[derive(Clone, Debug)]
+pub(in crate::eval::dot) enum ElementSums {
+    Parts(PartSums),
+    Terms(Vec<(f32, f32)>),
+}
+
+/// The running state of one output element summed in parts.
 #[derive(Clone, Copy, Debug, Default)]
 pub(in crate::eval::dot) struct PartSums {
     /// The shards finished so far.
@@ -45,6 +70,7 @@ impl DepthParts {
         DepthParts {
             ends: vec![(depth, true)],
             last_row: None,
+            last_column: None,
         }
     }
 
@@ -53,6 +79,7 @@ impl DepthParts {
         DepthParts {
             ends: Self::ends(order),
             last_row: None,
+            last_column: None,
         }
     }
 
@@ -65,11 +92,67 @@ impl DepthParts {
         }
     }
 
-    /// The state an element of row `row` starts from.
-    pub(in crate::eval::dot) fn start(&self, row: usize) -> PartSums {
-        PartSums {
-            last_row: self.last_row.as_ref().is_some_and(|(r, _)| *r == row),
-            ..PartSums::default()
+    /// `self`, with column `col` (the contraction's last) summed in `slices` by oneDNN's
+    /// single-row kernel, except its element in row `corner_row`, which keeps its row's order.
+    pub(in crate::eval::dot) fn with_last_column(
+        self,
+        col: usize,
+        slices: EigenOrder,
+        corner_row: Option<usize>,
+    ) -> DepthParts {
+        DepthParts {
+            last_column: Some(LastColumn {
+                col,
+                slices,
+                corner_row,
+            }),
+            ..self
+        }
+    }
+
+    /// The state the element in row `row` and column `col` starts from.
+    pub(in crate::eval::dot) fn start(&self, row: usize, col: usize) -> ElementSums {
+        match &self.last_column {
+            Some(last) if last.col == col && last.corner_row != Some(row) => {
+                let depth = self.ends.last().map_or(0, |&(end, _)| end);
+                ElementSums::Terms(vec![(0.0, 0.0); depth])
+            }
+            _ => ElementSums::Parts(PartSums {
+                last_row: self.last_row.as_ref().is_some_and(|(r, _)| *r == row),
+                ..PartSums::default()
+            }),
+        }
+    }
+
+    /// `st` with the terms at depths `d0..d0 + count` added (`term(i)` the pair at depth
+    /// `d0 + i`). Depths only grow from call to call.
+    pub(in crate::eval::dot) fn add(
+        &self,
+        st: ElementSums,
+        d0: usize,
+        count: usize,
+        term: impl Fn(usize) -> (f32, f32),
+    ) -> ElementSums {
+        match st {
+            ElementSums::Parts(st) => ElementSums::Parts(self.add_parts(st, d0, count, term)),
+            ElementSums::Terms(mut terms) => {
+                // Past the depth the parts cover (not for a contraction's own terms): dropped.
+                let end = (d0 + count).min(terms.len());
+                for (i, slot) in terms.iter_mut().enumerate().take(end).skip(d0) {
+                    *slot = term(i - d0);
+                }
+                ElementSums::Terms(terms)
+            }
+        }
+    }
+
+    /// The output.
+    pub(in crate::eval::dot) fn finish(&self, st: ElementSums) -> f32 {
+        match (st, &self.last_column) {
+            (ElementSums::Parts(st), _) => self.finish_parts(st),
+            (ElementSums::Terms(terms), Some(last)) => row_dot_slices(&last.slices, |d| terms[d]),
+            // `start` gathers terms only for a last column.
+            (ElementSums::Terms(terms), None) => self.sum(terms.len(), |d| terms[d]),
         }
     }
 
@@ -98,19 +181,19 @@ impl DepthParts {
         }
     }
 
-    /// Whether every row is summed in the same parts.
-    pub(in crate::eval::dot) fn same_for_every_row(&self) -> bool {
-        self.last_row.is_none()
+    /// Whether every element is summed in the same parts.
+    pub(in crate::eval::dot) fn same_for_every_element(&self) -> bool {
+        self.last_row.is_none() && self.last_column.is_none()
     }
 
     /// Whether every output is one FMA chain over the whole depth.
     pub(in crate::eval::dot) fn is_whole(&self) -> bool {
-        self.ends.len() <= 1 && self.last_row.is_none()
+        self.ends.len() <= 1 && self.same_for_every_element()
     }
 
     /// `st` with the terms at depths `d0..d0 + count` added (`term(i)` is the pair at depth
     /// `d0 + i`), closing the parts that end on the way. Depths only grow from call to call.
-    pub(in crate::eval::dot) fn add(
+    fn add_parts(
         &self,
         mut st: PartSums,
         d0: usize,
@@ -138,7 +221,7 @@ impl DepthParts {
     }
 
     /// The output: every part still open closed in order.
-    pub(in crate::eval::dot) fn finish(&self, mut st: PartSums) -> f32 {
+    fn finish_parts(&self, mut st: PartSums) -> f32 {
         while st.part < self.row_ends(&st).len() {
             st = self.close(st);
         }
@@ -151,7 +234,7 @@ impl DepthParts {
         count: usize,
         term: impl Fn(usize) -> (f32, f32),
     ) -> f32 {
-        self.finish(self.add(PartSums::default(), 0, count, term))
+        self.finish_parts(self.add_parts(PartSums::default(), 0, count, term))
     }
 
     /// `st` with its current part's chain added to its shard, and the shard to the total if
@@ -299,15 +382,35 @@ mod tests {
         assert_eq!(row_dot(Some(-big), 29, |i| (v[i], 1.0)), 13.0);
     }
 
+    /// The terms of `row_dot_reduces_the_lanes_then_adds_the_tails` arriving as a
+    /// convolution's taps do (depths 0..2, then 16..29; 2..16 skipped, zero products): the last
+    /// column gathers them by depth and sums them as that test's row, every other column and
+    /// the corner as one chain.
+    #[test]
+    fn a_last_column_sums_its_gathered_terms_as_a_row() {
+        let big = 2f32.powi(24);
+        let parts =
+            DepthParts::whole(29).with_last_column(3, EigenOrder::Sequential(vec![29]), Some(7));
+        let sum = |row, col| {
+            let st = parts.start(row, col);
+            let st = parts.add(st, 0, 2, |i| ([big, 1.0][i], 1.0));
+            parts.finish(parts.add(st, 16, 13, |_| (1.0, 1.0)))
+        };
+        assert_eq!(sum(0, 3), big + 12.0);
+        assert_eq!(sum(0, 2), big);
+        assert_eq!(sum(7, 3), big);
+        assert!(!parts.same_for_every_element() && !parts.is_whole());
+    }
+
     #[test]
     fn skipped_terms_still_close_their_parts() {
         // Terms at depths 0, 1 (2^24 and 1) and 5, 6 (ones); 2 to 4 skipped, as a padded tap.
         let big = 2f32.powi(24);
         let run = |parts: Vec<usize>| {
             let parts = DepthParts::of(&EigenOrder::Sequential(parts));
-            let st = parts.add(PartSums::default(), 0, 2, |i| ([big, 1.0][i], 1.0));
-            let st = parts.add(st, 5, 2, |_| (1.0, 1.0));
-            parts.finish(st)
+            let st = parts.add_parts(PartSums::default(), 0, 2, |i| ([big, 1.0][i], 1.0));
+            let st = parts.add_parts(st, 5, 2, |_| (1.0, 1.0));
+            parts.finish_parts(st)
         };
         // [0, 3) [3, 6) [6, 8): each 1 added to 2^24 on its own, a tie to even each time.
         assert_eq!(run(vec![3, 3, 2]), big);

@@ -89,19 +89,39 @@ const EIGEN_ACTUAL_L2: usize = 1_572_864;
 /// convolution, which Eigen's `TensorImagePatchOp` computes on the fly from the input (its
 /// `costPerCoeff`: the input's 4 bytes plus 3 integer divisions at 24 cycles and 14
 /// multiplications at 1, per packet of 8). The left-hand side (the kernel, or the other matrix)
-/// is always a matrix.
+/// is a matrix, except in a grouped convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RowsOperand {
     Matrix,
     ImagePatches,
+    /// The image patches of one feature group of a grouped convolution: XLA:CPU reads the
+    /// group's input and kernel through Eigen's `chip` of a middle dimension, which Eigen
+    /// prices at 3 multiplications, one division and 3 additions per coefficient on each
+    /// operand (a packet of 8 at a time). Measured: ten 2-D grouped shapes (2 to 4 groups,
+    /// depths 72 to 2500) whose evaluation those costs change, every one in the order they
+    /// give; an ungrouped convolution (one group) is priced without them.
+    GroupImagePatches,
 }
 
+/// Eigen's compute cycles per coefficient of a `chip` of a middle dimension (vectorised).
+const CHIP_COMPUTE: f64 = (3.0 + 24.0 + 3.0) / PACKET as f64;
+
 impl RowsOperand {
-    /// Eigen's compute cycles per coefficient beyond the load.
+    /// Eigen's compute cycles per coefficient of this operand beyond the load.
     fn compute(self) -> f64 {
+        let patches = (3.0 * 24.0 + 14.0) / PACKET as f64;
         match self {
             RowsOperand::Matrix => 0.0,
-            RowsOperand::ImagePatches => (3.0 * 24.0 + 14.0) / PACKET as f64,
+            RowsOperand::ImagePatches => patches,
+            RowsOperand::GroupImagePatches => patches + CHIP_COMPUTE,
+        }
+    }
+
+    /// Eigen's compute cycles per coefficient of the other operand (Eigen's left-hand side).
+    fn lhs_compute(self) -> f64 {
+        match self {
+            RowsOperand::GroupImagePatches => CHIP_COMPUTE,
+            RowsOperand::Matrix | RowsOperand::ImagePatches => 0.0,
         }
     }
 }
@@ -163,19 +183,22 @@ pub(crate) fn order(
     })
 }
 
-/// [`order`] where it holds for every column of the product: `None` also where the last
-/// column is summed by oneDNN's kernel for a single row ([`last_column_order`]).
-pub(crate) fn every_column_order(
+/// [`order`], and the slices of the last column where oneDNN's kernel for a single row sums
+/// it ([`last_column_order`]); `None` also where N is one past a multiple of 48 above
+/// [`LAST_COLUMN_MEASURED`], whose last column is summed some other way.
+pub(crate) fn column_orders(
     shape: (usize, usize, usize),
     rows: RowsOperand,
     host: &EigenHost,
-) -> Option<EigenOrder> {
+) -> Option<(EigenOrder, Option<EigenOrder>)> {
     let n = shape.1;
-    let unmeasured = n % TSL_UNROLL_M == 1 && n > LAST_COLUMN_MEASURED;
-    if unmeasured || last_column_order(shape, rows, host).is_some() {
+    if n % TSL_UNROLL_M == 1 && n > LAST_COLUMN_MEASURED {
         return None;
     }
-    order(shape, rows, host)
+    Some((
+        order(shape, rows, host)?,
+        last_column_order(shape, rows, host),
+    ))
 }
 
 /// The depth slices of XLA's last column (N − 1) where oneDNN sums it as a row of its own:
@@ -459,11 +482,13 @@ fn output_threads(m: usize, n: usize, k: usize, rows: RowsOperand, host: &EigenH
     let by_col = shard_by_col(m, n, 2);
     let bk = tsl_slices(k, m, n, 2, host)[0] as f64;
     // The lhs (read k/n times per output) and rhs (k/m times); Eigen drops the lhs's memory
-    // cost when sharding by column, the rhs's otherwise, never a compute cost.
+    // cost when sharding by column, the rhs's otherwise, never a compute cost (the patches'
+    // or a group's chip).
     let (lhs, rhs) = (4.0 * bk / n as f64, 4.0 * bk / m as f64);
     let loaded = if by_col { rhs } else { lhs };
-    let compute =
-        bk * bandwidth(m, n, bk as usize) / PACKET as f64 + rows.compute() * bk / m as f64;
+    let compute = bk * bandwidth(m, n, bk as usize) / PACKET as f64
+        + rows.compute() * bk / m as f64
+        + rows.lhs_compute() * bk / n as f64;
     let cost = cycles(n as f64 * m as f64, loaded, 4.0, compute);
     let threads = (cost - 100_000.0) / 100_000.0 + 0.9;
     (threads.min(i32::MAX as f64) as i64)
@@ -487,7 +512,7 @@ fn shard_by_col(m: usize, n: usize, threads: usize) -> bool {
 fn depth_threads(m: usize, n: usize, k: usize, rows: RowsOperand, host: &EigenHost) -> usize {
     // The sharded gemm runs by column: Eigen passes `(n, m)` where the block gemm passes `(m, n)`.
     let compute = bandwidth(n, m, k) * m as f64 * n as f64 / PACKET as f64;
-    let compute = compute + rows.compute() * n as f64;
+    let compute = compute + rows.compute() * n as f64 + rows.lhs_compute() * m as f64;
     let parallel = cycles(k as f64, 4.0 * n as f64, 4.0, compute);
     let reduction = cycles((m * n) as f64, 2.0, 1.0, 1.0 / PACKET as f64);
     let (mut best_threads, mut best) = (1, parallel);
@@ -624,6 +649,31 @@ mod tests {
             order((33, 47, 1217), RowsOperand::Matrix, &MEASURING_HOST),
             Some(EigenOrder::Sharded(vec![vec![312, 304], vec![304, 297]]))
         );
+    }
+
+    /// A group's chip, priced, takes 2-D convolutions of 25 positions and a 1600-term depth
+    /// (a 5x5 window over 64 features per group) from a sharded depth to output blocks on two
+    /// threads. Measured with the oracle (random data): with one group of 49 outputs, all 1225
+    /// elements in the sharded order; with two groups of 48, the 300 elements checked in five
+    /// chains of 320 (205 of them also in the sharded order); with two groups of 49, 68% of
+    /// the elements in the sharded order, all of them in chains of 320.
+    #[test]
+    fn a_groups_chip_changes_the_evaluation() {
+        let halves = vec![vec![272, 272, 256], vec![272, 272, 256]];
+        assert_eq!(
+            order((25, 49, 1600), RowsOperand::ImagePatches, &MEASURING_HOST),
+            Some(EigenOrder::Sharded(halves))
+        );
+        for cols in [48, 49] {
+            assert_eq!(
+                order(
+                    (25, cols, 1600),
+                    RowsOperand::GroupImagePatches,
+                    &MEASURING_HOST
+                ),
+                Some(EigenOrder::Sequential(vec![320; 5]))
+            );
+        }
     }
 
     /// The last row alone in TSL's last column block, read off the oracle with exact-product

@@ -21,17 +21,22 @@
 //!
 //! Eigen's contraction is the one a transposed-lhs dot goes through (Eigen's thread-pool
 //! evaluation, TSL's blocking, oneDNN's sgemm: [`eigen_product`]), with the patches read
-//! through `TensorImagePatchOp`, whose index arithmetic Eigen's cost model prices. For 1-D
+//! through `TensorImagePatchOp`, whose index arithmetic Eigen's cost model prices, one
+//! contraction per feature group, a group's input and kernel read through Eigen's `chip`,
+//! priced too where there are several groups ([`RowsOperand::GroupImagePatches`]). For 1-D
 //! and 2-D convolutions hlosim follows that model wherever it leads ([`parts`]): the depth
 //! (taps × features, padded taps included) whole, cut into TSL's slices and oneDNN's halves
 //! (deeper than 320 on two threads, 90×16×352 as two chains of 176, or 384 on one), or
 //! sharded (the band of sizes once measured as "two chains added at the end" is Eigen's
 //! `shardByInnerDim`, 81×8×200 as 104 + 96), each part an FMA chain from zero wherever it
-//! starts in a tap's features, and the last row on its own where TSL's column blocks leave
-//! it alone ([`eigen_parts`](crate::eval::dot::eigen_parts)). Measured with exact-product
+//! starts in a tap's features, the last row on its own where TSL's column blocks leave it
+//! alone, and the last column (output feature) by oneDNN's single-row kernel where TSL's row
+//! blocks leave it alone, as in a dot: its terms in depth order, padded taps as zero
+//! products ([`eigen_parts`](crate::eval::dot::eigen_parts)). Measured with exact-product
 //! data against the oracle part by part, then with random data (fixtures `conv_eigen_*`,
-//! `tools/fixtures/check_conv_orders.py --deep`). The transposed form's rows are input
-//! pixels added into several outputs: a last pixel summed on its own there is declined. 3-D
+//! `tools/fixtures/check_conv_orders.py --deep` and `--last-column`). The transposed form's
+//! rows are input pixels added into several outputs, and its columns are (tap, output
+//! feature) pairs: a last pixel or a last column summed on its own there is declined. 3-D
 //! convolutions read volume patches, priced otherwise and not modelled: for them one chain
 //! in the shapes measured ([`SINGLE_BLOCK_DEPTH_3D`], [`SHARDED_DEPTH_BAND_3D`]).
 //!
@@ -104,18 +109,17 @@ pub(super) fn parts(
         return None;
     }
     if dims != 3 {
-        let shape = (rows, cols, depth);
-        let parts = DepthParts::of(&eigen_product::every_column_order(
-            shape,
-            operand,
-            &MEASURING_HOST,
-        )?);
-        return Some(
-            match eigen_product::last_row_order(shape, operand, &MEASURING_HOST) {
-                Some(last) => parts.with_last_row(rows - 1, &last),
-                None => parts,
-            },
-        );
+        let (shape, host) = ((rows, cols, depth), &MEASURING_HOST);
+        let (usual, last_column) = eigen_product::column_orders(shape, operand, host)?;
+        let mut parts = DepthParts::of(&usual);
+        if let Some(last) = eigen_product::last_row_order(shape, operand, host) {
+            parts = parts.with_last_row(rows - 1, &last);
+        }
+        if let Some(slices) = last_column {
+            let corner = eigen_product::corner_order(shape, operand, host).map(|_| rows - 1);
+            parts = parts.with_last_column(cols - 1, slices, corner);
+        }
+        return Some(parts);
     }
     let deepest = if cols >= 8 {
         SINGLE_BLOCK_DEPTH_3D
@@ -140,11 +144,7 @@ pub(super) fn undilated_parts(
         .win
         .iter()
         .all(|w| w.size == 1 && w.pad_lo == 0 && w.pad_hi == 0);
-    let operand = if dot {
-        RowsOperand::Matrix
-    } else {
-        RowsOperand::ImagePatches
-    };
+    let operand = if dot { RowsOperand::Matrix } else { patches(g) };
     if dot && (2..=3).contains(&g.cin_g) {
         return None;
     }
@@ -197,11 +197,20 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
         let shape = (batch * in_pixels, taps * g.out_feat, g.cin_g);
         // Its rows are input pixels, each added into several outputs: one summed in parts
         // of its own is not followed.
-        let parts = parts(shape, RowsOperand::Matrix, dims).filter(|p| p.same_for_every_row());
+        let parts = parts(shape, RowsOperand::Matrix, dims).filter(|p| p.same_for_every_element());
         return parts.map(Order::TapSums);
     }
     let shape = (positions, g.out_per_fg, taps * g.cin_g);
-    parts(shape, RowsOperand::ImagePatches, dims).map(Order::Chain)
+    parts(shape, patches(g), dims).map(Order::Chain)
+}
+
+/// How Eigen prices the image patches of `g`: those of one group where there are several.
+fn patches(g: &Geom) -> RowsOperand {
+    if g.out_per_fg < g.out_feat {
+        RowsOperand::GroupImagePatches
+    } else {
+        RowsOperand::ImagePatches
+    }
 }
 
 #[cfg(test)]
