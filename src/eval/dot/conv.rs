@@ -438,10 +438,11 @@ fn feature_terms<'a, T: Copy>(
 
 /// Computes every output element in canonical (batch, feature, spatial...) order from
 /// `start(row, column)` (its row of the contraction: batch-major position, the first spatial
-/// dimension outermost; its column: the output feature within its group), visiting its valid taps (those of each spatial dimension in `order`, the first dimension
-/// outermost): `tap(acc, input offset, kernel offset, tap)` adds one tap's input features (the
-/// offsets are those of the group's first feature; `tap` is the kernel position's index in
-/// the window, row-major, the first spatial dimension outermost).
+/// dimension outermost; its column: the output feature within its group), visiting its valid
+/// taps (those of each spatial dimension in `order`, the first dimension outermost):
+/// `tap(acc, input offset, kernel offset, tap)` adds one tap's input features (the offsets
+/// are those of the group's first feature; `tap` is the kernel position's index in the
+/// window, row-major, the first spatial dimension outermost).
 fn conv_taps<T: Send + Sync>(
     g: &Geom,
     start: impl Fn(usize, usize) -> T + Sync,
