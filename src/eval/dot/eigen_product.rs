@@ -22,9 +22,9 @@
 //!
 //! Two edges can differ: where TSL's column blocks leave XLA's last row alone in a block,
 //! oneDNN's gemv sums it, carrying one chain through a gemm's whole depth
-//! ([`last_row_order`]); and where N is one past a multiple of 48 and Eigen blocks the rows,
-//! oneDNN sums the last column as a row of its own, in 8 lanes with tails
-//! ([`last_column_order`]).
+//! ([`last_row_order`]); and where TSL's row blocks leave the last column alone (N one past
+//! a multiple of the block, itself a multiple of 48), oneDNN's gemv sums it as a row of its
+//! own, in 8 lanes with tails ([`last_column_order`]).
 //!
 //! Where both are alone, the corner element takes the row's order (measured). Not
 //! reproduced: a depth sharded into four or more blocks ([`order`]).
@@ -77,9 +77,10 @@ const TSL_UNROLL_M: usize = 48;
 /// TSL rounds Eigen's column block (`nc`) up to a multiple of this (`kUnrollN`, or the whole
 /// extent).
 const TSL_UNROLL_N: usize = 24;
-/// The largest N whose last column was measured in oneDNN's single-row kernel
-/// ([`last_column_order`]): 577 (150 × 328 × 577) is summed otherwise, not identified.
-const LAST_COLUMN_MEASURED: usize = 4 * TSL_UNROLL_M + 1;
+/// TSL scales Eigen's row block (`mc`) by `kScaleM` = 1.5 before rounding it
+/// ([`TSL_UNROLL_M`]), as a product of `long` and `float` truncated back: stated as 3/2 so
+/// the integer arithmetic is that truncation.
+const TSL_SCALE_M: (usize, usize) = (3, 2);
 /// The cache Eigen's one-thread blocking assumes for its column block (`actual_l2`, "1.5 MB",
 /// a constant rather than the host's).
 const EIGEN_ACTUAL_L2: usize = 1_572_864;
@@ -184,17 +185,12 @@ pub(crate) fn order(
 }
 
 /// [`order`], and the slices of the last column where oneDNN's kernel for a single row sums
-/// it ([`last_column_order`]); `None` also where N is one past a multiple of 48 above
-/// [`LAST_COLUMN_MEASURED`], whose last column is summed some other way.
+/// it ([`last_column_order`]).
 pub(crate) fn column_orders(
     shape: (usize, usize, usize),
     rows: RowsOperand,
     host: &EigenHost,
 ) -> Option<(EigenOrder, Option<EigenOrder>)> {
-    let n = shape.1;
-    if n % TSL_UNROLL_M == 1 && n > LAST_COLUMN_MEASURED {
-        return None;
-    }
     Some((
         order(shape, rows, host)?,
         last_column_order(shape, rows, host),
@@ -202,28 +198,28 @@ pub(crate) fn column_orders(
 }
 
 /// The depth slices of XLA's last column (N − 1) where oneDNN sums it as a row of its own:
-/// N one past a multiple of 48 (oneDNN's M unroll) and Eigen's rows cut into blocks
-/// ([`tsl_block`] below N). oneDNN then sums that row as dot products, each TSL slice whole
-/// (not halved at 384 terms) in the order of [`row_dot`](super::eigen_parts::row_dot), the
-/// running sum entering after the lanes are reduced; the shards of a sharded depth added as
-/// [`order`] adds them. Where Eigen leaves the rows whole (one thread with the depth or the
-/// columns blocked), the last column is the usual chain. Measured with exact-product data
-/// against the oracle, 29 shapes: N = 49, 97, 145 and 193; K = 13 to 2000; one thread, two,
-/// and sharded (the rows whole for 20 × 49 with K = 180 to 204, and with K = 1000 or more on
-/// one thread). Why a block of 49 rows left by blocks of 96 (N = 145) is summed this way and
-/// a whole 49 is not was not identified; the rule is the one measured, and claimed up to
-/// N = [`LAST_COLUMN_MEASURED`].
+/// where TSL's row blocks ([`tsl_block`], Eigen's `mc` scaled by [`TSL_SCALE_M`] and rounded
+/// up to a multiple of 48) leave that row alone in the last block, Eigen hands oneDNN's sgemm
+/// a product of one column (TSL swaps the operands), which oneDNN sums with its gemv: as dot
+/// products, each TSL slice whole (not halved at 384 terms) in the order of
+/// [`row_dot`](super::eigen_parts::row_dot), the running sum entering after the lanes are
+/// reduced; the shards of a sharded depth added as [`order`] adds them. The condition is the
+/// last row's ([`last_row_order`]) with the axes swapped; the summation is not. Measured
+/// against the oracle: N = 49 to 193 (29 shapes with exact-product data, one thread, two,
+/// sharded) and 289 to 1873 (7 with random data) in the gemv; the usual chain wherever the
+/// last block holds more than one row (17 shapes, N = 49 to 577) or the rows are whole
+/// (20 × 49 with K = 180 to 204; K = 1000 or more on one thread).
 pub(crate) fn last_column_order(
     (m, n, k): (usize, usize, usize),
     rows: RowsOperand,
     host: &EigenHost,
 ) -> Option<EigenOrder> {
     let (em, en) = (n, m);
-    if em < 2 || em % TSL_UNROLL_M != 1 || em > LAST_COLUMN_MEASURED {
+    if em < 2 {
         return None;
     }
     let alone = |len: usize, threads: usize, by_col: bool| {
-        tsl_block(Axis::Rows, len, (em, en), threads, by_col, host) < em
+        em % tsl_block(Axis::Rows, len, (em, en), threads, by_col, host) == 1
     };
     match evaluation(em, en, k, rows, host) {
         Evaluation::Sequential => {
@@ -257,8 +253,8 @@ enum Axis {
 }
 
 /// Eigen's block along `axis` for a gemm of depth `k` on `threads` threads, sharded by column
-/// or by row (`evaluateProductBlockingSizesHeuristic`), as TSL rounds it ([`TSL_UNROLL_M`],
-/// [`TSL_UNROLL_N`]). With several threads the extent Eigen shards along is blocked for L3
+/// or by row (`evaluateProductBlockingSizesHeuristic`), as TSL scales and rounds it
+/// ([`TSL_SCALE_M`], [`TSL_UNROLL_M`], [`TSL_UNROLL_N`]). With several threads the extent Eigen shards along is blocked for L3
 /// and the other for L2; sharding by row swaps `m` and `n` there, so the roles swap too.
 fn tsl_block(
     axis: Axis,
@@ -269,9 +265,9 @@ fn tsl_block(
     host: &EigenHost,
 ) -> usize {
     let kc = eigen_kc(k, m, n, threads, host).max(1);
-    let (extent, unit) = match axis {
-        Axis::Rows => (m, TSL_UNROLL_M),
-        Axis::Cols => (n, TSL_UNROLL_N),
+    let (extent, unit, (times, per)) = match axis {
+        Axis::Rows => (m, TSL_UNROLL_M, TSL_SCALE_M),
+        Axis::Cols => (n, TSL_UNROLL_N, (1, 1)),
     };
     let block = match (threads, axis) {
         (1, Axis::Rows) => sequential_mc(k, m, n, host),
@@ -279,7 +275,7 @@ fn tsl_block(
         _ if (axis == Axis::Rows) == by_col => threaded_l3_block(extent, kc, threads, host),
         _ => threaded_l2_block(extent, kc, threads, host),
     };
-    extent.min(block.max(1).div_ceil(unit) * unit)
+    extent.min((block * times / per).max(1).div_ceil(unit) * unit)
 }
 
 /// Eigen's several-thread block of an `extent` blocked for L3 (its rows when sharding by
@@ -308,7 +304,7 @@ fn threaded_l2_block(extent: usize, kc: usize, threads: usize, host: &EigenHost)
     }
 }
 
-/// Eigen's one-thread row block (`mc`) before TSL's rounding: the rows are blocked only when
+/// Eigen's one-thread row block (`mc`) before TSL's scaling and rounding: the rows are blocked only when
 /// neither the depth nor the columns are (Eigen's "no blocking at all" case), to keep the
 /// packed lhs in L1 (a problem of at most 1 KiB), L2 (at most 32 KiB, at most 576 rows) or
 /// 1.5 MB.
@@ -709,9 +705,10 @@ mod tests {
     }
 
     /// The last column summed by oneDNN's single-row kernel, read off the oracle with
-    /// exact-product data (every candidate compared with XLA:CPU's column): where Eigen cuts
-    /// the rows into blocks, per TSL slice (one thread, two, sharded); not where it leaves the
-    /// rows whole (the columns blocked: 40 x 192 x 49; the depth: 10 x 1000 x 145).
+    /// exact-product data (every candidate compared with XLA:CPU's column): where TSL's row
+    /// blocks leave it alone, per TSL slice (one thread, two, sharded); not where they leave
+    /// a block of more than one row (150 x 577 x 328: 480 + 97; 20 x 241 x 300: 192 + 49) or
+    /// the rows whole (the columns blocked: 40 x 192 x 49; the depth: 10 x 1000 x 145).
     #[test]
     fn a_last_column_alone_is_summed_by_slices() {
         let last = |m, n, k| last_column_order((m, n, k), RowsOperand::Matrix, &MEASURING_HOST);
@@ -726,6 +723,13 @@ mod tests {
             last(100, 49, 700),
             Some(EigenOrder::Sharded(vec![vec![176, 176], vec![176, 172]]))
         );
+        assert_eq!(last(4, 577, 50), Some(EigenOrder::Sequential(vec![50])));
+        assert_eq!(
+            last(20, 1249, 1500),
+            Some(EigenOrder::Sequential(vec![304, 304, 304, 304, 284]))
+        );
+        assert_eq!(last(150, 577, 328), None);
+        assert_eq!(last(20, 241, 300), None);
         assert_eq!(last(40, 49, 192), None);
         assert_eq!(last(10, 145, 1000), None);
         assert_eq!(last(20, 48, 64), None);
