@@ -256,14 +256,20 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                         });
                         sums.into_iter().map(|st| parts.finish(st)).collect()
                     }
-                    eigen::Order::TapSums(parts) => conv_taps(
-                        &g,
-                        |_, _| 0f32,
-                        Forward,
-                        |acc, io, ko, _| {
-                            acc + parts.sum(g.cin_g, feature_terms(&a, &k, &g, io, ko))
-                        },
-                    ),
+                    eigen::Order::TapSums(parts) => {
+                        // The product's column is the (tap, output feature) pair; one group.
+                        let tap_sums = conv_taps(
+                            &g,
+                            |_, o| (0f32, o),
+                            Forward,
+                            |(acc, o), io, ko, tap| {
+                                let terms = feature_terms(&a, &k, &g, io, ko);
+                                let col = tap * g.out_feat + o;
+                                (acc + parts.column_sum(col, g.cin_g, terms), o)
+                            },
+                        );
+                        tap_sums.into_iter().map(|(sum, _)| sum).collect()
+                    }
                 }
             } else if let Some(LoopOrder { taps, features }) = (xla_cpu && own_loop_types)
                 .then(|| own_loop::order(&g, bgc, swapped))

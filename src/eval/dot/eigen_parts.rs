@@ -186,6 +186,33 @@ impl DepthParts {
         self.last_row.is_none() && self.last_column.is_none()
     }
 
+    /// Whether every row but the last column's elements is summed alike: no last row and no
+    /// corner of its own (what [`Self::column_sum`] needs).
+    pub(in crate::eval::dot) fn same_for_every_row(&self) -> bool {
+        self.last_row.is_none()
+            && self
+                .last_column
+                .as_ref()
+                .is_none_or(|last| last.corner_row.is_none())
+    }
+
+    /// The sum of `count` terms from depth 0 (`term(i)` the pair at depth `i`) for an element
+    /// of column `col`, where every row sums alike ([`Self::same_for_every_row`]): by oneDNN's
+    /// single-row kernel in the last column's slices where that column is summed as a row,
+    /// in the usual parts otherwise. For a product whose elements are not outputs but go on
+    /// to be added (the transposed convolution's (pixel, tap) products).
+    pub(in crate::eval::dot) fn column_sum(
+        &self,
+        col: usize,
+        count: usize,
+        term: impl Fn(usize) -> (f32, f32),
+    ) -> f32 {
+        match &self.last_column {
+            Some(last) if last.col == col => row_dot_slices(&last.slices, term),
+            _ => self.sum(count, term),
+        }
+    }
+
     /// Whether every output is one FMA chain over the whole depth.
     pub(in crate::eval::dot) fn is_whole(&self) -> bool {
         self.ends.len() <= 1 && self.same_for_every_element()
@@ -400,6 +427,26 @@ mod tests {
         assert_eq!(sum(0, 2), big);
         assert_eq!(sum(7, 3), big);
         assert!(!parts.same_for_every_element() && !parts.is_whole());
+    }
+
+    /// The same terms summed at once, as the transposed convolution sums a (pixel, tap)
+    /// product: in the last column as that row, in the others as one chain. A corner of its
+    /// own makes the rows differ.
+    #[test]
+    fn a_column_sum_takes_the_last_columns_row() {
+        let big = 2f32.powi(24);
+        let term = |i: usize| match i {
+            0 => (big, 1.0),
+            2..=15 => (0.0, 0.0),
+            _ => (1.0, 1.0),
+        };
+        let last = || EigenOrder::Sequential(vec![29]);
+        let parts = DepthParts::whole(29).with_last_column(3, last(), None);
+        assert!(parts.same_for_every_row());
+        assert_eq!(parts.column_sum(3, 29, term), big + 12.0);
+        assert_eq!(parts.column_sum(2, 29, term), big);
+        let corner = DepthParts::whole(29).with_last_column(3, last(), Some(7));
+        assert!(!corner.same_for_every_row());
     }
 
     #[test]

@@ -36,7 +36,9 @@
 //! data against the oracle part by part, then with random data (fixtures `conv_eigen_*`,
 //! `tools/fixtures/check_conv_orders.py --deep` and `--last-column`). The transposed form's
 //! rows are input pixels added into several outputs, and its columns are (tap, output
-//! feature) pairs: a last pixel or a last column summed on its own there is declined. 3-D
+//! feature) pairs: a last pixel summed on its own there is declined; its last column (the
+//! last tap of the last output feature) is summed by the single-row kernel too, and that
+//! product added with the other taps' as usual (`--transposed-last-column`). 3-D
 //! convolutions read volume patches, priced otherwise and not modelled: for them one chain
 //! in the shapes measured ([`SINGLE_BLOCK_DEPTH_3D`], [`SHARDED_DEPTH_BAND_3D`]).
 //!
@@ -196,8 +198,9 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
         // The transposed form contracts the input as it is, a matrix.
         let shape = (batch * in_pixels, taps * g.out_feat, g.cin_g);
         // Its rows are input pixels, each added into several outputs: one summed in parts
-        // of its own is not followed.
-        let parts = parts(shape, RowsOperand::Matrix, dims).filter(|p| p.same_for_every_element());
+        // of its own is not followed. Its last column (the last tap of the last output
+        // feature) summed as a row is.
+        let parts = parts(shape, RowsOperand::Matrix, dims).filter(|p| p.same_for_every_row());
         return parts.map(Order::TapSums);
     }
     let shape = (positions, g.out_per_fg, taps * g.cin_g);

@@ -231,6 +231,12 @@ pub(super) fn vector_loop(g: &Geom) -> Option<VectorLoop> {
 }
 
 impl VectorLoop {
+    /// Whether 28 to 31 features are left after the main loop, the count for which LLVM's
+    /// cost model weighs the epilogue's width ([`OutputFeatureRules::late_left`]).
+    pub(super) fn late_epilogue(&self) -> bool {
+        (28..=31).contains(&(self.features % (LANES * self.parts)))
+    }
+
     /// The loop LLVM makes of `features` iterations under `rules`.
     fn new(features: usize, rules: OutputFeatureRules) -> VectorLoop {
         // Iterations the vector loops may not take (the scalar epilogue's).
