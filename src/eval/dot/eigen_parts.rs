@@ -186,8 +186,8 @@ impl DepthParts {
         self.last_row.is_none() && self.last_column.is_none()
     }
 
-    /// Whether every row but the last column's elements is summed alike: no last row and no
-    /// corner of its own (what [`Self::column_sum`] needs).
+    /// Whether every row is summed alike, its element in the last column included: no last
+    /// row and no corner of its own (what [`Self::column_sum`] needs).
     pub(in crate::eval::dot) fn same_for_every_row(&self) -> bool {
         self.last_row.is_none()
             && self

@@ -254,8 +254,9 @@ enum Axis {
 
 /// Eigen's block along `axis` for a gemm of depth `k` on `threads` threads, sharded by column
 /// or by row (`evaluateProductBlockingSizesHeuristic`), as TSL scales and rounds it
-/// ([`TSL_SCALE_M`], [`TSL_UNROLL_M`], [`TSL_UNROLL_N`]). With several threads the extent Eigen shards along is blocked for L3
-/// and the other for L2; sharding by row swaps `m` and `n` there, so the roles swap too.
+/// ([`TSL_SCALE_M`], [`TSL_UNROLL_M`], [`TSL_UNROLL_N`]). With several threads the extent
+/// Eigen shards along is blocked for L3 and the other for L2; sharding by row swaps `m` and
+/// `n` there, so the roles swap too.
 fn tsl_block(
     axis: Axis,
     k: usize,
@@ -304,10 +305,10 @@ fn threaded_l2_block(extent: usize, kc: usize, threads: usize, host: &EigenHost)
     }
 }
 
-/// Eigen's one-thread row block (`mc`) before TSL's scaling and rounding: the rows are blocked only when
-/// neither the depth nor the columns are (Eigen's "no blocking at all" case), to keep the
-/// packed lhs in L1 (a problem of at most 1 KiB), L2 (at most 32 KiB, at most 576 rows) or
-/// 1.5 MB.
+/// Eigen's one-thread row block (`mc`) before TSL's scaling and rounding: the rows are
+/// blocked only when neither the depth nor the columns are (Eigen's "no blocking at all"
+/// case), to keep the packed lhs in L1 (a problem of at most 1 KiB), L2 (at most 32 KiB, at
+/// most 576 rows) or 1.5 MB.
 fn sequential_mc(k: usize, m: usize, n: usize, host: &EigenHost) -> usize {
     if k.max(m).max(n) < 48
         || eigen_kc(k, m, n, 1, host) != k
