@@ -182,7 +182,7 @@ impl DepthParts {
     }
 
     /// Whether every element is summed in the same parts.
-    pub(in crate::eval::dot) fn same_for_every_element(&self) -> bool {
+    fn same_for_every_element(&self) -> bool {
         self.last_row.is_none() && self.last_column.is_none()
     }
 

@@ -184,19 +184,6 @@ pub(crate) fn order(
     })
 }
 
-/// [`order`], and the slices of the last column where oneDNN's kernel for a single row sums
-/// it ([`last_column_order`]).
-pub(crate) fn column_orders(
-    shape: (usize, usize, usize),
-    rows: RowsOperand,
-    host: &EigenHost,
-) -> Option<(EigenOrder, Option<EigenOrder>)> {
-    Some((
-        order(shape, rows, host)?,
-        last_column_order(shape, rows, host),
-    ))
-}
-
 /// The depth slices of XLA's last column (N − 1) where oneDNN sums it as a row of its own:
 /// where TSL's row blocks ([`tsl_block`], Eigen's `mc` scaled by [`TSL_SCALE_M`] and rounded
 /// up to a multiple of 48) leave that row alone in the last block, Eigen hands oneDNN's sgemm

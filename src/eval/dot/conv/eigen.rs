@@ -112,12 +112,11 @@ pub(super) fn parts(
     }
     if dims != 3 {
         let (shape, host) = ((rows, cols, depth), &MEASURING_HOST);
-        let (usual, last_column) = eigen_product::column_orders(shape, operand, host)?;
-        let mut parts = DepthParts::of(&usual);
+        let mut parts = DepthParts::of(&eigen_product::order(shape, operand, host)?);
         if let Some(last) = eigen_product::last_row_order(shape, operand, host) {
             parts = parts.with_last_row(rows - 1, &last);
         }
-        if let Some(slices) = last_column {
+        if let Some(slices) = eigen_product::last_column_order(shape, operand, host) {
             let corner = eigen_product::corner_order(shape, operand, host).map(|_| rows - 1);
             parts = parts.with_last_column(cols - 1, slices, corner);
         }
