@@ -20,7 +20,9 @@
 //!
 //! A fixture whose `meta.json` says `"bit_exact": true` is compared in the exact class
 //! whatever its outputs depend on (the dots of `tools/fixtures/fx_dot_order.py`, summed in
-//! XLA:CPU's order).
+//! XLA:CPU's order). Its `"xla_host"` names the kind of host the oracle ran on
+//! (`XlaCpuHost`, `gen_eval.py` records it); the evaluator copies that host's orders, so the
+//! fixtures pass on any machine.
 //!
 //! "rel r" means |got − want| ≤ r·(|want| + max|want| of that output) (an allclose whose
 //! absolute part scales with the output, since summation order differs). In every class NaN
@@ -31,7 +33,7 @@
 //! Environment: `HLOSIM_FIXTURES=DIR` reads fixtures from another directory (local work
 //! only). A failing fixture reports its stage, output and worst element.
 
-use hlosim::eval::{EvalOptions, Evaluator, Value};
+use hlosim::eval::{EvalOptions, Evaluator, Value, XlaCpuHost};
 use hlosim::hlo::{
     parse_module, print_module, verify_module, ArrayData, ArrayLiteral, CompId, ElementType,
     InstrId, Module, Opcode,
@@ -336,19 +338,38 @@ fn compare_output(
     }
 }
 
-/// Runs one fixture; `Ok(n)`: every output matches except `n` elements that `deviation`
-/// explains.
-/// Whether the fixture's `meta.json` says `"bit_exact": true`: its outputs are compared bit
-/// for bit whatever they depend on (dots in XLA:CPU's summation order, `fx_dot_order.py`).
-fn meta_says_bit_exact(dir: &Path) -> Result<bool, String> {
+/// What a fixture's `meta.json` says about how it is run and compared.
+struct Meta {
+    /// `"bit_exact": true`: its outputs are compared bit for bit whatever they depend on
+    /// (dots and convolutions in XLA:CPU's summation order, `fx_dot_order.py`).
+    bit_exact: bool,
+    /// `"xla_host"`: the kind of host the oracle ran on (`XlaCpuHost::name`), whose orders the
+    /// evaluator copies; absent, the AVX-512 host every earlier fixture was recorded on.
+    xla_host: XlaCpuHost,
+}
+
+fn read_meta(dir: &Path) -> Result<Meta, String> {
     let Ok(text) = std::fs::read_to_string(dir.join("meta.json")) else {
-        return Ok(false);
+        return Ok(Meta {
+            bit_exact: false,
+            xla_host: XlaCpuHost::Avx512,
+        });
     };
     let meta: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("meta.json: {e}"))?;
-    Ok(meta["bit_exact"].as_bool().unwrap_or(false))
+    let xla_host = match meta["xla_host"].as_str() {
+        None => XlaCpuHost::Avx512,
+        Some(name) => XlaCpuHost::from_name(name)
+            .ok_or_else(|| format!("meta.json: unknown xla_host {name:?}"))?,
+    };
+    Ok(Meta {
+        bit_exact: meta["bit_exact"].as_bool().unwrap_or(false),
+        xla_host,
+    })
 }
 
+/// Runs one fixture; `Ok(n)`: every output matches except `n` elements that `deviation`
+/// explains.
 fn run_fixture(dir: &Path, deviation: Option<&Deviation>) -> Result<usize, String> {
     let text = std::fs::read_to_string(dir.join("module.hlo"))
         .map_err(|e| format!("read module.hlo: {e}"))?;
@@ -374,7 +395,12 @@ fn run_fixture(dir: &Path, deviation: Option<&Deviation>) -> Result<usize, Strin
                 .unwrap_or_default()
         })
         .collect();
-    let result = Evaluator::new(&m)
+    let meta = read_meta(dir)?;
+    let options = EvalOptions {
+        xla_host: meta.xla_host,
+        ..EvalOptions::default()
+    };
+    let result = Evaluator::with_options(&m, options)
         .run(args.into_iter().map(Value::array).collect())
         .map_err(|e| format!("evaluation: {e}"))?;
     let leaves = result.leaves();
@@ -387,7 +413,7 @@ fn run_fixture(dir: &Path, deviation: Option<&Deviation>) -> Result<usize, Strin
         ));
     }
     let producers = leaf_producers(&m);
-    let bit_exact = meta_says_bit_exact(dir)?;
+    let bit_exact = meta.bit_exact;
     let mut errors = Vec::new();
     let mut explained_total = 0;
     for (k, leaf) in leaves.iter().enumerate() {

@@ -24,7 +24,7 @@ use hlosim::device::{execute_on_device, DeviceConfig};
 use hlosim::diff::{self, Against, DiffOptions, DiffReport, InputOptions, Tolerances};
 use hlosim::eval::memory::MemoryBudget;
 use hlosim::eval::replicas::run_with_budget;
-use hlosim::eval::{DotAccumulation, EvalOptions, Evaluator, Replica, Value};
+use hlosim::eval::{DotAccumulation, EvalOptions, Evaluator, Replica, Value, XlaCpuHost};
 use hlosim::hlo::{ArrayLiteral, ArrayShape, ElementType, Module, Shape};
 use hlosim::passes::{PassManager, NEURON_PIPELINE};
 use pyo3::prelude::*;
@@ -543,7 +543,7 @@ fn budget(max_memory: Option<u64>) -> Arc<MemoryBudget> {
 #[pyfunction]
 #[pyo3(signature = (module, args, *, mode, passes, machine_name, replicas, auto_cast_mode,
     auto_cast_type, stochastic_rounding_seed, chooser_name, max_memory, max_iterations,
-    excess_precision, fma_contraction, dot_accumulation, fusion))]
+    excess_precision, fma_contraction, dot_accumulation, xla_host, fusion))]
 #[allow(clippy::too_many_arguments)]
 fn run<'py>(
     py: Python<'py>,
@@ -562,6 +562,7 @@ fn run<'py>(
     excess_precision: bool,
     fma_contraction: bool,
     dot_accumulation: &str,
+    xla_host: &str,
     fusion: bool,
 ) -> PyResult<Vec<Vec<PyOut<'py>>>> {
     let err = |e: Error| e.into_py(py);
@@ -582,6 +583,14 @@ fn run<'py>(
                 "dot_accumulation must be 'xla-cpu' or 'f64', not {o:?}"
             ))))
         }
+    };
+    let xla_host = match xla_host {
+        "auto" => XlaCpuHost::detect(),
+        name => XlaCpuHost::from_name(name).ok_or_else(|| {
+            err(Error::Value(format!(
+                "xla_host must be 'auto', 'avx512' or 'sapphire-rapids', not {name:?}"
+            )))
+        })?,
     };
     let machine = match &machine_name {
         Some(m) => machine(m).map_err(err)?,
@@ -616,6 +625,7 @@ fn run<'py>(
         fusion,
         in_place: fusion,
         dot_accumulation,
+        xla_host,
         ..EvalOptions::default()
     };
     let max_iterations =

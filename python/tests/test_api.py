@@ -206,3 +206,21 @@ def test_parse_missing_file_is_os_error(tmp_path):
     with pytest.raises(hlosim.ParseError) as e:
         hlosim.parse("HloModule m ENTRY {")
     assert e.value.line == 1
+
+
+def test_xla_host_picks_whose_convolution_order_is_copied():
+    # Recorded with XLA:CPU on a Sapphire Rapids host (tools/fixtures/fx_conv_order.py): its
+    # vector epilogue for 31 features left is 8 lanes wide there, 4 on the AVX-512 host.
+    d = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "eval"
+    d = d / "conv_own_loop_sapphire_rapids_late_eight_lanes"
+    m = hlosim.parse(d.joinpath("module.hlo").read_text())
+    args = np.load(d / "args.npz")
+    want = np.load(d / "expected.npz")["out0"]
+    x, k = args["arg0"], args["arg1"]
+    (spr,) = hlosim.run(m, [x, k], xla_host="sapphire-rapids")
+    (avx512,) = hlosim.run(m, [x, k], xla_host="avx512")
+    assert np.array_equal(spr.view(np.uint32), want.view(np.uint32))
+    assert not np.array_equal(avx512.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_allclose(avx512, want, rtol=1e-5, atol=1e-4 * np.abs(want).max())
+    with pytest.raises(ValueError, match="xla_host must be"):
+        hlosim.run(m, [x, k], xla_host="skylake")

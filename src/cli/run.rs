@@ -19,7 +19,7 @@ use hlosim::device::{
 };
 use hlosim::eval::memory::MemoryBudget;
 use hlosim::eval::replicas::run_placed;
-use hlosim::eval::{DotAccumulation, EvalOptions, Evaluator, Replica, Value};
+use hlosim::eval::{DotAccumulation, EvalOptions, Evaluator, Replica, Value, XlaCpuHost};
 use hlosim::io::npz::{
     read_args, read_device_args_range, write_device_block_outputs, write_device_outputs,
     write_outputs, ArgSource,
@@ -108,6 +108,12 @@ pub struct Args {
     /// Reference mode: how f32, bf16 and f16 dot and convolution results are summed.
     #[arg(long, value_enum, default_value = "xla-cpu")]
     pub dot_accumulation: DotAccumulationArg,
+    /// Reference mode: the XLA:CPU host whose code generation the summation orders copy where
+    /// XLA:CPU's bits depend on the CPU (convolutions it runs in a loop of its own, whose
+    /// vectorization LLVM tunes per CPU model). `auto` takes the CPU hlosim runs on, the one
+    /// a user's XLA:CPU would run on.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub xla_host: XlaHostArg,
     /// Reference mode: evaluate every instruction on its own, with a new buffer per result.
     /// By default runs of elementwise instructions are evaluated fused, tile by tile, and an
     /// elementwise result may take over the buffer of an operand that dies with it (same
@@ -137,6 +143,17 @@ pub enum DotAccumulationArg {
     /// Exact products summed in f64, rounded once: within 4·eps·Σ|aᵢbᵢ| of the exact value
     /// (about twice as slow). Tells whether an answer differs by XLA:CPU's rounding.
     F64,
+}
+
+/// Reference mode: which XLA:CPU host's code generation to copy (`XlaCpuHost`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XlaHostArg {
+    /// The CPU hlosim runs on: sapphire-rapids where it has AVX512-FP16, avx512 otherwise.
+    Auto,
+    /// An AVX-512 Xeon without AVX512-FP16 (where hlosim's orders were first measured).
+    Avx512,
+    /// A Sapphire Rapids or Emerald Rapids Xeon (AVX512-FP16, AMX).
+    SapphireRapids,
 }
 
 /// How activation table sets are chosen in device mode.
@@ -320,6 +337,9 @@ fn prepare(a: &Args, announce: bool) -> Result<(hlosim::hlo::Module, Machine, us
     if a.dot_accumulation != DotAccumulationArg::XlaCpu && a.mode == Mode::Device {
         note("--dot-accumulation only affects --mode reference; ignored");
     }
+    if a.xla_host != XlaHostArg::Auto && a.mode == Mode::Device {
+        note("--xla-host only affects --mode reference; ignored");
+    }
     if a.mode == Mode::Reference && a.auto_cast.is_given() {
         note("--auto-cast options only affect --mode device; ignored");
     }
@@ -450,6 +470,11 @@ fn eval_options(a: &Args) -> EvalOptions {
         dot_accumulation: match a.dot_accumulation {
             DotAccumulationArg::XlaCpu => DotAccumulation::XlaCpu,
             DotAccumulationArg::F64 => DotAccumulation::F64,
+        },
+        xla_host: match a.xla_host {
+            XlaHostArg::Auto => XlaCpuHost::detect(),
+            XlaHostArg::Avx512 => XlaCpuHost::Avx512,
+            XlaHostArg::SapphireRapids => XlaCpuHost::SapphireRapids,
         },
         ..EvalOptions::default()
     }

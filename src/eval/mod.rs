@@ -31,10 +31,12 @@ pub mod stats;
 pub mod stochastic_convert;
 pub mod topk;
 pub mod util;
+pub mod xla_host;
 
 pub use options::{DotAccumulation, EvalOptions};
 pub use replicas::{run_on_devices, Replica};
 pub use stats::{EvalStats, MemoryFigures, StatsSink, TimeFamily};
+pub use xla_host::XlaCpuHost;
 
 use crate::hlo::{
     ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode, Shape,
@@ -1055,7 +1057,9 @@ pub fn dispatch(
             let folded = dot::folded_transposes(comp, ins);
             dot::dot(ins, ops, ev.options.dot_accumulation, &folded)
         }
-        O::Convolution => dot::convolution(ins, ops, ev.options.dot_accumulation),
+        O::Convolution => {
+            dot::convolution(ins, ops, ev.options.dot_accumulation, ev.options.xla_host)
+        }
         O::Gather => gather_scatter::gather(ins, ops),
         O::Scatter => gather_scatter::scatter(ev, ins, ops),
         O::Sort => sort::sort(ev, ins, ops),

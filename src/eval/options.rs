@@ -2,6 +2,8 @@
 //! two differ: each field is one rule of XLA:CPU's pipeline that changes numerics, modelled
 //! in its own module.
 
+use super::xla_host::XlaCpuHost;
+
 /// Options that select between XLA's semantics as written and XLA:CPU's defaults where the
 /// two differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +29,9 @@ pub struct EvalOptions {
     /// How f32, bf16 and f16 dot and convolution results are summed (see
     /// [`DotAccumulation`]).
     pub dot_accumulation: DotAccumulation,
+    /// The XLA:CPU host whose LLVM code generation the summation orders copy where they
+    /// depend on the CPU (see [`super::xla_host`]); by default the host hlosim runs on.
+    pub xla_host: XlaCpuHost,
 }
 
 /// How the K products of each element of an f32, bf16 or f16 contraction (dot, convolution)
@@ -47,7 +52,7 @@ pub enum DotAccumulation {
 }
 
 impl Default for EvalOptions {
-    /// XLA:CPU's defaults.
+    /// XLA:CPU's defaults, on the host hlosim runs on.
     fn default() -> Self {
         EvalOptions {
             excess_precision: true,
@@ -56,6 +61,7 @@ impl Default for EvalOptions {
             fusion_tile: super::fusion::DEFAULT_TILE,
             in_place: true,
             dot_accumulation: DotAccumulation::XlaCpu,
+            xla_host: XlaCpuHost::detect(),
         }
     }
 }

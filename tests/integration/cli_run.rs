@@ -256,3 +256,63 @@ fn dot_accumulation_chooses_xla_cpus_f32_order_or_f64() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("xla-cpu"), "{}", stderr(&o));
 }
+
+/// A reversed 2-tap window over 2 positions of 70 features, 16 output features: XLA:CPU runs
+/// it in its own loop, which LLVM vectorizes (src/eval/dot/conv/vector_loop.rs).
+const HOST_ORDER_MODULE: &str = r#"HloModule xla_host
+
+ENTRY main {
+  x = f32[1,2,70] parameter(0)
+  k = f32[2,70,16] parameter(1)
+  ROOT c = f32[1,1,16] convolution(x, k), window={size=2 rhs_reversal=1}, dim_labels=b0f_0io->b0f
+}
+"#;
+
+#[test]
+fn xla_host_picks_whose_vector_epilogue_is_copied() {
+    let d = scratch_dir("cli-run", "xla-host", HOST_ORDER_MODULE);
+    // Inputs all 1. The second tap (kernel row 0) multiplies them by 1 except 2^30 at feature
+    // 65 and -2^30 at 69; the first tap's kernel row is 0. 70 features: a main loop of 64
+    // (two iterations of 32, unrolled), then 6 left. AVX-512 host: 3 pairs of lanes; lane 1
+    // holds 2^30 from 65, loses 67's 1 and is cancelled by 69, lane 0 adds 64, 66, 68 to the
+    // loop's 64: 67. Sapphire Rapids: 4 lanes (64..68) halved, (65 + 1) + (2^30 + 1 -> 2^30)
+    // rounding up to 2^30 + 128, then the scalars 68 (lost) and 69 (cancels): 128.
+    let mut kernel = vec![1.0f32; 70 * 16];
+    for o in 0..16 {
+        kernel[65 * 16 + o] = 1_073_741_824.0;
+        kernel[69 * 16 + o] = -1_073_741_824.0;
+    }
+    kernel.extend(vec![0.0f32; 70 * 16]);
+    let shaped = |dims: Vec<i64>, v: &[f32]| ArrayLiteral {
+        shape: ArrayShape::new(ElementType::F32, dims),
+        data: f32s(v).data,
+    };
+    write_args(
+        &d.join("a.npz"),
+        &[
+            shaped(vec![1, 2, 70], &[1.0; 140]),
+            shaped(vec![2, 70, 16], &kernel),
+        ],
+    );
+    let (module, inputs) = (d.join("m.hlo"), d.join("a.npz"));
+    let run = |host: Option<&str>| {
+        let out = d.join(format!("{}.npz", host.unwrap_or("auto")));
+        let mut args = vec!["run", s(&module), "--args", s(&inputs), "--out", s(&out)];
+        if let Some(h) = host {
+            args.extend(["--xla-host", h]);
+        }
+        let o = hlosim(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        read_npz(&out).unwrap()[0].array.data.clone()
+    };
+    assert_eq!(run(Some("avx512")), f32s(&[67.0; 16]).data);
+    assert_eq!(run(Some("sapphire-rapids")), f32s(&[128.0; 16]).data);
+    let here = match hlosim::eval::XlaCpuHost::detect() {
+        hlosim::eval::XlaCpuHost::Avx512 => 67.0,
+        hlosim::eval::XlaCpuHost::SapphireRapids => 128.0,
+    };
+    assert_eq!(run(None), f32s(&[here; 16]).data);
+    let o = hlosim(&["run", s(&module), "--xla-host", "skylake"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("sapphire-rapids"), "{}", stderr(&o));
+}

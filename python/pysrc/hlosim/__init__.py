@@ -293,6 +293,7 @@ def run(
     excess_precision: bool = True,
     fma_contraction: bool = True,
     dot_accumulation: str = "xla-cpu",
+    xla_host: str = "auto",
     fusion: bool = True,
     per_device_args: Optional[Sequence[Sequence[Any]]] = None,
 ) -> list:
@@ -311,7 +312,8 @@ def run(
     one, the result is a list of per-device output lists. ``machine`` (trn1, trn2, trn3 or
     a TOML path), ``auto_cast*``, ``chooser``, ``max_memory`` (bytes),
     ``max_iterations``, ``excess_precision``, ``fma_contraction``, ``dot_accumulation``
-    (``"xla-cpu"`` or ``"f64"``) and ``fusion`` are the CLI's options of the same names.
+    (``"xla-cpu"`` or ``"f64"``), ``xla_host`` (``"auto"``, ``"avx512"`` or
+    ``"sapphire-rapids"``) and ``fusion`` are the CLI's options of the same names.
 
     Raises :class:`ArgumentError` (a ``ValueError`` naming the parameter) for arguments of
     the wrong number, dtype or shape, and :class:`HlosimError` when the run fails."""
@@ -333,6 +335,7 @@ def run(
         excess_precision=excess_precision,
         fma_contraction=fma_contraction,
         dot_accumulation=dot_accumulation,
+        xla_host=xla_host,
         fusion=fusion,
     )
     outs = [_outputs(leaves) for leaves in per_device]

@@ -55,6 +55,7 @@ def run(
     excess_precision: bool,
     fma_contraction: bool,
     dot_accumulation: str,
+    xla_host: str,
     fusion: bool,
 ) -> List[List[_Out]]: ...
 def generate_inputs(

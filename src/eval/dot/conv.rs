@@ -22,7 +22,7 @@ mod vector_loop;
 use super::convert::{self, Compute};
 use crate::eval::reduce::{arrays, result_shapes, PARALLEL_WORK};
 use crate::eval::util::strides;
-use crate::eval::{err, DotAccumulation, EvalError, KResult, Value};
+use crate::eval::{err, DotAccumulation, EvalError, KResult, Value, XlaCpuHost};
 use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction, WindowDim};
 use num_complex::Complex;
 use own_loop::Taps::{self, Forward};
@@ -54,8 +54,14 @@ struct Geom {
     batch_per_bg: usize,
 }
 
-/// convolution: see the module documentation.
-pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulation) -> KResult {
+/// convolution: see the module documentation. `host` is the XLA:CPU host whose emitted loops'
+/// orders are copied ([`own_loop`]).
+pub fn convolution(
+    ins: &Instruction,
+    ops: &[&Value],
+    accumulation: DotAccumulation,
+    host: XlaCpuHost,
+) -> KResult {
     let ops = arrays(ops)?;
     if ops.len() != 2 {
         return err(format!("convolution takes 2 operands, got {}", ops.len()));
@@ -272,7 +278,7 @@ pub fn convolution(ins: &Instruction, ops: &[&Value], accumulation: DotAccumulat
                     }
                 }
             } else if let Some(LoopOrder { taps, features }) = (xla_cpu && own_loop_types)
-                .then(|| own_loop::order(&g, bgc, swapped))
+                .then(|| own_loop::order(&g, bgc, swapped, host))
                 .flatten()
             {
                 match features {

@@ -45,6 +45,7 @@
 
 use super::vector_loop::{vector_loop, vectorized_from, VectorLoop, VECTORIZED_FROM};
 use super::{swap, Geom};
+use crate::eval::XlaCpuHost;
 
 /// The order in which XLA:CPU's emitted loop visits the taps of one output element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,15 +74,17 @@ pub(super) struct LoopOrder {
     pub features: Features,
 }
 
-/// The fewest output features (as written) from which a swapped convolution's vectorized
-/// feature loop with 28 to 31 features left is declined ([`order`]).
-const SWAPPED_LATE_EPILOGUE_OUTPUTS: usize = 5;
-
 /// The order of XLA:CPU's emitted loop for `g`, where its summation is f32 FMAs from zero over
 /// (tap, input feature), or `None` where `g` does not run in that loop or the order is not
 /// reproduced. `swapped` is [`super::swap::operands_swapped`] of `g`. f16 and bf16 operands,
-/// widened to f32, sum in the same order.
-pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOrder> {
+/// widened to f32, sum in the same order. `host` is the XLA:CPU host whose LLVM vectorizes the
+/// feature loop ([`super::vector_loop`]).
+pub(super) fn order(
+    g: &Geom,
+    batch_groups: i64,
+    swapped: bool,
+    host: XlaCpuHost,
+) -> Option<LoopOrder> {
     let reversed = g.win.iter().any(|w| w.reversal);
     let padded_ok = g.win.iter().all(|w| w.pad_lo >= 0 && w.pad_hi >= 0);
     // Swapped or not, the feature loop follows the output features of the convolution as
@@ -101,13 +104,7 @@ pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOr
     };
     let features = if (1..chain_below).contains(&g.cin_g) {
         Features::Chain
-    } else if let Some(shape) = vector_loop(g) {
-        // Swapped, with 28 to 31 features left after the main loop and 5 or more output
-        // features as written: 5, 8, 16, 17, 35, 55 and 56 of them (124 to 732 features)
-        // matched 15 to 54% of the bits; 1 to 4, 6 and 7 matched every bit. Not reproduced.
-        if swapped && g.out_feat >= SWAPPED_LATE_EPILOGUE_OUTPUTS && shape.late_epilogue() {
-            return None;
-        }
+    } else if let Some(shape) = vector_loop(g, host) {
         Features::Vectorized(shape)
     } else {
         return None;
@@ -118,7 +115,7 @@ pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOr
     let taps = if swapped {
         // A dimension that only groups features is kept as written by the swapper, its
         // window then read over the other operand: not measured.
-        if unrolled_through_negative_padding(g) || g.win.iter().any(swap::group_dimension) {
+        if unrolled_through_negative_padding(g, host) || g.win.iter().any(swap::group_dimension) {
             return None;
         }
         Taps::Backward
@@ -143,19 +140,37 @@ pub(super) fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOr
 /// per output) had one output's products added without FMAs in 1 seed of 6, and the same in
 /// 1-D in 3 of 6; 7 taps padded by 6 in 2 of 6. With 4 output features or 2 batch rows, and
 /// with non-negative swapped padding, every seed was one chain. Which unrolled shapes keep the
-/// FMAs is not known, so all of this kind are declined.
-fn unrolled_through_negative_padding(g: &Geom) -> bool {
+/// FMAs is not known, so all of this kind are declined. On a Sapphire Rapids host, which
+/// unrolls more, the same shapes with 2 to 8 output features (98 and 200 features, vectorized)
+/// also summed one or two of their output positions in another order (1-D: 2, 3, 4 and 8
+/// output features, 50 to 88% of the bits; 2-D: 2 and 3), none with 16 or with 2 batch rows,
+/// so there they are declined up to [`FEW_OUTPUTS_UNROLLED_WHOLE`].
+fn unrolled_through_negative_padding(g: &Geom, host: XlaCpuHost) -> bool {
     let dilated_read = g.win.iter().zip(&g.in_sp).any(|(w, &input)| {
         let pad = w.pad_lo.min(w.pad_hi);
         w.window_dilation > 1 && w.dilated_input(input as i64) + pad < w.span()
     });
-    dilated_read && g.out_batch == 1 && g.out_feat == 1
+    let most_outputs = match host {
+        XlaCpuHost::Avx512 => 1,
+        XlaCpuHost::SapphireRapids => FEW_OUTPUTS_UNROLLED_WHOLE,
+    };
+    dilated_read && g.out_batch == 1 && g.out_feat <= most_outputs
 }
+
+/// The most output features (as written) of a swapped convolution that a Sapphire Rapids host
+/// unrolls whole around a dilated read through negative padding
+/// ([`unrolled_through_negative_padding`]): those whose kernel reads form an interleave group.
+const FEW_OUTPUTS_UNROLLED_WHOLE: usize = 8;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::hlo::WindowDim;
+
+    /// [`super::order`] on the AVX-512 host, where these limits were measured.
+    fn order(g: &Geom, batch_groups: i64, swapped: bool) -> Option<LoopOrder> {
+        super::order(g, batch_groups, swapped, XlaCpuHost::Avx512)
+    }
 
     /// A 1-D geometry over 6 input positions with `cin` features per group and the given window.
     fn geom(cin: usize, win: WindowDim) -> Geom {
@@ -232,6 +247,19 @@ mod tests {
             ..two_inputs(dilated(4))
         };
         assert_eq!(chain_taps(&four_features, 1, true), Some(Taps::Backward));
+        // On Sapphire Rapids declined up to 8 output features with one batch row, not with 16
+        // or with 2 batch rows.
+        let spr = |g: &Geom| super::order(g, 1, true, XlaCpuHost::SapphireRapids);
+        let outputs = |out_feat, out_batch| Geom {
+            out_feat,
+            out_batch,
+            ..two_inputs(dilated(4))
+        };
+        assert_eq!(spr(&outputs(4, 1)), None);
+        assert_eq!(spr(&outputs(8, 1)), None);
+        assert!(spr(&outputs(16, 1)).is_some());
+        assert!(spr(&outputs(4, 2)).is_some());
+        assert!(spr(&two_inputs(dilated(7))).is_some());
         // The longest chains: 59 features of one output feature (`geom`'s), 49 of more,
         // swapped or not; longer feature loops, batch groups, a 1x1 reversal (a dot), a plain
         // window.
@@ -264,22 +292,22 @@ mod tests {
             out_feat: 16,
             ..geom(50, wide)
         }));
-        // 124 features leave 28 after the main loop: declined swapped from 5 output features.
-        let late = |out_feat| Geom {
-            out_feat,
-            ..geom(124, wide)
-        };
-        assert!(swapped_vector(&late(4)));
-        assert_eq!(order(&late(5), 1, true), None);
-        assert_eq!(order(&late(16), 1, true), None);
-        assert!(vectorized(order(
-            &Geom {
-                out_feat: 16,
-                ..geom(124, reversed)
-            },
-            1,
-            false
-        )));
+        // 124 features leave 28 after the main loop: claimed swapped or not, on either host
+        // (its epilogue's width is the host's).
+        for out_feat in [4, 5, 16] {
+            let late = Geom {
+                out_feat,
+                ..geom(124, wide)
+            };
+            assert!(swapped_vector(&late));
+            assert!(matches!(
+                super::order(&late, 1, true, XlaCpuHost::SapphireRapids),
+                Some(LoopOrder {
+                    taps: Taps::Backward,
+                    features: Features::Vectorized(_),
+                })
+            ));
+        }
         // 2 output features: one chain up to 59 as with one; 3 to 8: up to 49.
         let outputs = |out_feat, cin| Geom {
             out_feat,

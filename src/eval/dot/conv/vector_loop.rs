@@ -34,10 +34,10 @@
 //! out `..io` before it emits the loop, whatever layout the module gives it (the optimized
 //! HLO transposes an `oi` kernel first): the kernel values one output element reads over its
 //! features are the output features apart.
-//! - **One** ([`ONE_OUTPUT`]): contiguous; the loop nest has no output-feature loop and
+//! - **One** ([`HostRules::one`]): contiguous; the loop nest has no output-feature loop and
 //!   LLVM's full-unroll thresholds let more through: one chain up to 59 features, the main
 //!   loop unrolled up to 17 iterations.
-//! - **2 to 8** ([`STRIDED_KERNEL`]): one value of every 2 to 8 is read, an interleave group
+//! - **2 to 8** ([`HostRules::strided`]): one value of every 2 to 8 is read, an interleave group
 //!   with gaps, and LLVM keeps at least one iteration for the scalar epilogue so as not to
 //!   read past the group: the interleave count follows from `features − 1` (64 features
 //!   interleave twice), the main loop takes `(features − 1) / 32` iterations (or `/ 16`), and
@@ -45,7 +45,7 @@
 //!   the epilogue by `features mod 32` (or 16) all the same, so with none left over by that
 //!   count there is none and the 32 (or 16) features kept back are one scalar chain. With 2
 //!   output features the chain reaches 59 features, and the unrolling limit falls from 10
-//!   iterations (2 outputs) to 3 (5 or 7 outputs, [`STRIDED_KERNEL`]); for 6 or 7
+//!   iterations (2 outputs) to 3 (5 or 7 outputs, [`HostRules::strided`]); for 6 or 7
 //!   features left (2, 3 or 6 outputs) and for 28 to 31 (6 or 8 outputs) LLVM's cost model
 //!   picks another epilogue width. Measured on a 1-tap convolution for every count left,
 //!   each unrolling limit and the chain's end, for every number of output features from 2
@@ -53,7 +53,7 @@
 //!   and bf16 and f16 operands (f32 results): one table for all three types; the widths
 //!   that differ only in where a product is rounded ([`epilogue_lanes`]) with inexact f32
 //!   products.
-//! - **More than 8** ([`SPREAD_KERNEL`]): too far apart for an interleave group (LLVM loads
+//! - **More than 8** ([`HostRules::spread`]): too far apart for an interleave group (LLVM loads
 //!   them one by one); the main loop unrolled up to 3 iterations.
 //!
 //! f16 and bf16 operands are widened to f32 in the same loop (same lanes, parts, unrolling and
@@ -79,8 +79,14 @@
 //! random swapped shape over a single input position (2-D, 57 features, one output) did
 //! not, so a swapped chain is claimed up to 49 features only
 //! ([`super::own_loop::order`]).
+//!
+//! **Hosts.** LLVM tunes these choices for the CPU XLA:CPU runs on, so the figures above are
+//! the AVX-512 host's ([`AVX512`]). On a Sapphire Rapids host ([`SAPPHIRE_RAPIDS`],
+//! [`XlaCpuHost`]) the epilogue for 6 or 7 and for 28 to 31 features left and the unroll
+//! limits of 2 to 8 output features differ; the orders themselves are the same.
 
 use super::Geom;
+use crate::eval::XlaCpuHost;
 
 /// f32 lanes in one vector of the host's 256-bit AVX registers.
 const LANES: usize = 8;
@@ -99,7 +105,7 @@ pub(super) const VECTORIZED_FROM: usize = 50;
 /// What LLVM decides differently for a convolution's number of output features. XLA:CPU lays
 /// every kernel out `..io` before it emits the loop, so the output features are the distance
 /// between the kernel values the feature loop reads, and LLVM's unrolling and cost model
-/// weigh those loads differently for each distance.
+/// weigh those loads differently for each distance (and each host, [`HostRules`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct OutputFeatureRules {
     /// One chain below this many features per group, vectorized from it.
@@ -118,77 +124,120 @@ struct OutputFeatureRules {
     late_left: usize,
 }
 
-/// The rules for one output feature: the kernel's features are contiguous, the loop nest has
-/// no output-feature loop, and LLVM's full-unroll thresholds let more through: one chain up
-/// to 59 features, the main loop unrolled up to 17 iterations (575 features; 18 stayed a
-/// loop).
-const ONE_OUTPUT: OutputFeatureRules = OutputFeatureRules {
-    vectorized_from: 60,
-    unrolled_iterations: 17,
-    scalar_epilogue: false,
-    six_or_seven_left: 2,
-    late_left: 4,
-};
+/// One host's rules ([`XlaCpuHost`]): for one output feature, for 2 to 8 (index: output
+/// features − 2) and for more than 8.
+struct HostRules {
+    /// One output feature: the kernel's features are contiguous, the loop nest has no
+    /// output-feature loop, and LLVM's full-unroll thresholds let more through.
+    one: OutputFeatureRules,
+    /// 2 to 8 output features: a strided kernel read (an interleave group with gaps).
+    strided: [OutputFeatureRules; 7],
+    /// More than 8: the kernel's features too far apart for an interleave group (LLVM loads
+    /// them one by one).
+    spread: OutputFeatureRules,
+}
 
-/// The rules for 2 to 8 output features (index: output features − 2), measured on a 1-tap
-/// convolution for every count left after the main loop (f32 operands holding bf16 values,
-/// whose products are exact) and each unroll limit, then on random shapes.
-const STRIDED_KERNEL: [OutputFeatureRules; 7] = {
-    const fn rules(
-        vectorized_from: usize,
-        unrolled_iterations: usize,
-        six_or_seven_left: usize,
-        late_left: usize,
-    ) -> OutputFeatureRules {
-        OutputFeatureRules {
+/// The rules for 1 and for more than 8 output features (no scalar epilogue kept).
+const fn loose(
+    vectorized_from: usize,
+    unrolled_iterations: usize,
+    six_or_seven_left: usize,
+    late_left: usize,
+) -> OutputFeatureRules {
+    OutputFeatureRules {
+        vectorized_from,
+        unrolled_iterations,
+        scalar_epilogue: false,
+        six_or_seven_left,
+        late_left,
+    }
+}
+
+/// The rules for 2 to 8 output features: [`loose`]'s, with a scalar epilogue kept.
+const fn strided(
+    vectorized_from: usize,
+    unrolled_iterations: usize,
+    six_or_seven_left: usize,
+    late_left: usize,
+) -> OutputFeatureRules {
+    OutputFeatureRules {
+        scalar_epilogue: true,
+        ..loose(
             vectorized_from,
             unrolled_iterations,
-            scalar_epilogue: true,
             six_or_seven_left,
             late_left,
-        }
+        )
     }
-    // (vectorized_from, unrolled_iterations, six_or_seven_left, late_left) for 2, 3, .., 8.
-    [
-        rules(60, 10, 4, 4),
-        rules(VECTORIZED_FROM, 7, 4, 4),
-        rules(VECTORIZED_FROM, 6, 2, 4),
-        rules(VECTORIZED_FROM, 3, 2, 4),
-        rules(VECTORIZED_FROM, 5, 4, 8),
-        rules(VECTORIZED_FROM, 3, 2, 4),
-        rules(VECTORIZED_FROM, 4, 2, 8),
-    ]
+}
+
+/// The AVX-512 host's rules. One output feature: one chain up to 59 features, the main loop
+/// unrolled up to 17 iterations (575 features; 18 stayed a loop). 2 to 8: measured on a 1-tap
+/// convolution for every count left after the main loop (f32 operands holding bf16 values,
+/// whose products are exact) and each unroll limit, then on random shapes. More than 8: 4
+/// main-loop iterations were measured to stay a loop.
+const AVX512: HostRules = HostRules {
+    one: loose(60, 17, 2, 4),
+    // (vectorized_from, unrolled_iterations, six_or_seven_left, late_left), 2 to 8.
+    strided: [
+        strided(60, 10, 4, 4),
+        strided(VECTORIZED_FROM, 7, 4, 4),
+        strided(VECTORIZED_FROM, 6, 2, 4),
+        strided(VECTORIZED_FROM, 3, 2, 4),
+        strided(VECTORIZED_FROM, 5, 4, 8),
+        strided(VECTORIZED_FROM, 3, 2, 4),
+        strided(VECTORIZED_FROM, 4, 2, 8),
+    ],
+    spread: loose(VECTORIZED_FROM, 3, 2, 4),
 };
 
-/// The rules for more than 8 output features: the kernel's features too far apart for an
-/// interleave group (LLVM loads them one by one); 4 main-loop iterations were measured to
-/// stay a loop.
-const SPREAD_KERNEL: OutputFeatureRules = OutputFeatureRules {
-    vectorized_from: VECTORIZED_FROM,
-    unrolled_iterations: 3,
-    scalar_epilogue: false,
-    six_or_seven_left: 2,
-    late_left: 4,
+/// The Sapphire Rapids host's rules, read off XLA:CPU's optimized LLVM IR on an Emerald Rapids
+/// Xeon for every count left (1 to 31, after a main loop of 20 iterations), every unroll limit
+/// (2 to 21 iterations) and the chain's end (46 to 63 features), for 1 to 9, 16 and 33 output
+/// features, then confirmed bit for bit on random shapes (`check_conv_orders.py`). The chain's
+/// end is the AVX-512 host's. The epilogue: pairs for 6 or 7 left with 1 to 8 output features
+/// (4 lanes with more than 8); 8 lanes for 28 to 31 left with 5, 6 or more than 8, 4 lanes
+/// with 1 to 4, 7 or 8. LLVM unrolls the main loop whole up to 14 iterations (2 output
+/// features), 11 (3 or 4) and 10 (5 to 8), in the order of the module documentation
+/// (1-D shapes of 2 to 8 output features at the AVX-512 host's limit, the new limit and
+/// between, with products exact in f32, matched every bit under it, then random shapes).
+const SAPPHIRE_RAPIDS: HostRules = HostRules {
+    one: loose(60, 17, 2, 4),
+    strided: [
+        strided(60, 14, 2, 4),
+        strided(VECTORIZED_FROM, 11, 2, 4),
+        strided(VECTORIZED_FROM, 11, 2, 4),
+        strided(VECTORIZED_FROM, 10, 2, 8),
+        strided(VECTORIZED_FROM, 10, 2, 8),
+        strided(VECTORIZED_FROM, 10, 2, 4),
+        strided(VECTORIZED_FROM, 10, 2, 4),
+    ],
+    spread: loose(VECTORIZED_FROM, 3, 4, 8),
 };
 
-/// The rules of a convolution of `out_feat` output features (over the whole convolution).
-fn rules(out_feat: usize) -> OutputFeatureRules {
+/// The rules of a convolution of `out_feat` output features (over the whole convolution) on
+/// `host`.
+fn rules(out_feat: usize, host: XlaCpuHost) -> OutputFeatureRules {
+    let table = match host {
+        XlaCpuHost::Avx512 => &AVX512,
+        XlaCpuHost::SapphireRapids => &SAPPHIRE_RAPIDS,
+    };
     match out_feat {
-        1 => ONE_OUTPUT,
+        1 => table.one,
         n => n
             .checked_sub(2)
-            .and_then(|i| STRIDED_KERNEL.get(i))
+            .and_then(|i| table.strided.get(i))
             .copied()
-            .unwrap_or(SPREAD_KERNEL),
+            .unwrap_or(table.spread),
     }
 }
 
 /// The fewest features per group from which XLA:CPU's emitted loop for a convolution of
 /// `out_feat` output features vectorizes its feature loop, whether or not XLA swaps its
 /// operands (`out_feat` is the convolution's as written; a swapped chain is claimed up to
-/// [`VECTORIZED_FROM`] only).
+/// [`VECTORIZED_FROM`] only). The same on every host measured.
 pub(super) fn vectorized_from(out_feat: usize) -> usize {
-    rules(out_feat).vectorized_from
+    rules(out_feat, XlaCpuHost::Avx512).vectorized_from
 }
 
 /// LLVM's vectorized feature loop over one convolution's features per group: its shape,
@@ -212,8 +261,8 @@ pub(super) struct VectorLoop {
 /// XLA:CPU's vectorized feature loop for `g`, where it sums in the order of this module, or
 /// `None`. The caller has checked that `g` runs in that loop, swapped or not, with element
 /// types measured there; the operands' layouts do not matter (module documentation).
-pub(super) fn vector_loop(g: &Geom) -> Option<VectorLoop> {
-    let rules = rules(g.out_feat);
+pub(super) fn vector_loop(g: &Geom, host: XlaCpuHost) -> Option<VectorLoop> {
+    let rules = rules(g.out_feat, host);
     if g.cin_g < rules.vectorized_from {
         return None;
     }
@@ -231,11 +280,6 @@ pub(super) fn vector_loop(g: &Geom) -> Option<VectorLoop> {
 }
 
 impl VectorLoop {
-    /// Whether [`LATE_LEFT`] features are left after the main loop.
-    pub(super) fn late_epilogue(&self) -> bool {
-        LATE_LEFT.contains(&(self.features % (LANES * self.parts)))
-    }
-
     /// The loop LLVM makes of `features` iterations under `rules`.
     fn new(features: usize, rules: OutputFeatureRules) -> VectorLoop {
         // Iterations the vector loops may not take (the scalar epilogue's).
@@ -262,11 +306,17 @@ impl VectorLoop {
         }
     }
 
-    /// The loop over `features` of a convolution of `out_feat` output features (for the unit
-    /// tests, which sum features directly).
+    /// The loop over `features` of a convolution of `out_feat` output features on the AVX-512
+    /// host (for the unit tests, which sum features directly).
     #[cfg(test)]
     fn for_test(features: usize, out_feat: usize) -> VectorLoop {
-        VectorLoop::new(features, rules(out_feat))
+        VectorLoop::for_host(features, out_feat, XlaCpuHost::Avx512)
+    }
+
+    /// [`VectorLoop::for_test`] on `host`.
+    #[cfg(test)]
+    fn for_host(features: usize, out_feat: usize, host: XlaCpuHost) -> VectorLoop {
+        VectorLoop::new(features, rules(out_feat, host))
     }
 }
 
@@ -394,6 +444,11 @@ fn halving_sum(lanes: &mut [f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`super::vector_loop`] on the AVX-512 host.
+    fn vector_loop(g: &Geom) -> Option<VectorLoop> {
+        super::vector_loop(g, XlaCpuHost::Avx512)
+    }
 
     const BIG: f32 = 1_073_741_824.0; // 2^30: a 1 added to it is lost (f32 spacing 128)
 
@@ -599,5 +654,71 @@ mod tests {
         // rounding up to 2^30 + 128; the chain would lose 88's 1, cancel at 89 and add 90 and
         // 91: 130.)
         assert_eq!(sum(92, 16, cancel(65, 89)), 85.0);
+    }
+
+    /// The Sapphire Rapids host's epilogue widths (read off its optimized IR), against the
+    /// AVX-512 host's; sums derived by hand as above.
+    #[test]
+    fn a_sapphire_rapids_host_picks_other_epilogue_widths() {
+        let sum_on = |host, features, out_feat, term: &dyn Fn(usize) -> (f32, f32)| {
+            tap_sum(&VectorLoop::for_host(features, out_feat, host), 0.0, term)
+        };
+        let (avx512, spr) = (XlaCpuHost::Avx512, XlaCpuHost::SapphireRapids);
+        // 92 features, 16 outputs: the unrolled 64 ones, then 28 left. Sapphire Rapids: 8
+        // lanes, 3 iterations (64..88): lane 1 holds 2^30 from 65 and loses 73 and 81; the
+        // halving adds the other lanes' 76 into it (2^30 + 76 rounds up to 2^30 + 128); the
+        // scalar chain loses 88's 1, 89 cancels, 90 and 91 add: 130. (AVX-512: 4 lanes, 85.)
+        assert_eq!(sum_on(spr, 92, 16, &cancel(65, 89)), 130.0);
+        assert_eq!(sum_on(avx512, 92, 16, &cancel(65, 89)), 85.0);
+        // 70 features, 16 outputs: 6 left. Sapphire Rapids: 4 lanes (64..68) then 2 scalars:
+        // halving (65 + 1) + (2^30 + 1 -> 2^30) rounds up to 2^30 + 128, 68's 1 is lost, 69
+        // cancels: 128. (AVX-512: pairs, 67.)
+        assert_eq!(sum_on(spr, 70, 16, &cancel(65, 69)), 128.0);
+        assert_eq!(sum_on(avx512, 70, 16, &cancel(65, 69)), 67.0);
+        // 326 features, 2 outputs: 6 left, one kept. Sapphire Rapids: pairs, whose lane-0 FMA
+        // chain keeps the 2^-24 of (1 + 2^-12)^2 - 1. (AVX-512: 4 lanes, the square rounded
+        // first: 2^-11.)
+        let x = 1.0 + f32::EPSILON * 2048.0;
+        let square = |i: usize| match i {
+            320 => (1.0, -1.0),
+            322 => (x, x),
+            _ => (0.0, 0.0),
+        };
+        assert_eq!(
+            sum_on(spr, 326, 2, &square),
+            2f32.powi(-11) + 2f32.powi(-24)
+        );
+        assert_eq!(sum_on(avx512, 326, 2, &square), 2f32.powi(-11));
+        // 380 features, 5 outputs: a loop of 11 iterations (352 ones), 28 left, one kept.
+        // Sapphire Rapids: 8 lanes, 3 iterations (352..376): 353 (2^30, lane 1) and 357
+        // (-2^30, lane 5) meet in the halving, each after losing two ones: 380 - 2 - 4 = 374.
+        // (AVX-512: 4 lanes, 357 cancels 353 in lane 1 at once: 378.)
+        assert_eq!(sum_on(spr, 380, 5, &cancel(353, 357)), 374.0);
+        assert_eq!(sum_on(avx512, 380, 5, &cancel(353, 357)), 378.0);
+    }
+
+    /// Sapphire Rapids unrolls longer main loops whole, in the same order.
+    #[test]
+    fn a_sapphire_rapids_host_unrolls_longer_loops() {
+        let spr = XlaCpuHost::SapphireRapids;
+        // 296 features, 3 outputs: 9 iterations (of 295 / 32), 8 left with one kept (a scalar
+        // chain of 8). The AVX-512 host keeps a loop (above 7): lane 0 of part 0 takes
+        // features 0, 32, .., 256, lane 0 of part 1 features 8, 40, .., 264, each a chain, the
+        // parts added after. Sapphire Rapids unrolls it (up to 11) into one chain per lane:
+        // part 0's 0, 32, .., 256, then part 1's 40, 8, 72, ... 2^30 from feature 0 swallows
+        // the ones of the other 8 features of part 0 and of feature 40 before feature 8
+        // cancels it: 294 - 9 = 285. In the loop it cancels in the parts' sum, after every
+        // other lane-0 feature of both parts was lost: 294 - 16 = 278.
+        let sum_on = |host| tap_sum(&VectorLoop::for_host(296, 3, host), 0.0, cancel(0, 8));
+        assert_eq!(sum_on(spr), 285.0);
+        assert_eq!(sum_on(XlaCpuHost::Avx512), 278.0);
+        let three = |features| Geom {
+            out_feat: 3,
+            ..Geom::for_rules(vec![], vec![], features)
+        };
+        assert!(super::vector_loop(&three(296), spr).is_some_and(|l| l.unrolled));
+        assert!(vector_loop(&three(296)).is_some_and(|l| !l.unrolled));
+        // 12 iterations (392 features): a loop on both.
+        assert!(super::vector_loop(&three(392), spr).is_some_and(|l| !l.unrolled));
     }
 }
