@@ -328,10 +328,6 @@ fn interleave_count(iterations: usize) -> usize {
     1 << most.ilog2()
 }
 
-/// The features left after the main loop for which LLVM's cost model weighs the epilogue's
-/// width against the loads' cost ([`OutputFeatureRules::late_left`]).
-const LATE_LEFT: std::ops::RangeInclusive<usize> = 28..=31;
-
 /// The lanes of the vector epilogue where LLVM counts `rest` features left after the main loop
 /// (under 32), 1 where there is none. Measured for every count, after loops of 2, 4 and 8
 /// iterations, with f32, f16 and bf16 operands alike: 8 lanes where `rest mod 8` is under 4
@@ -347,7 +343,7 @@ fn epilogue_lanes(rest: usize, rules: OutputFeatureRules) -> usize {
     match rest {
         0 | 1 => 1,
         6 | 7 => rules.six_or_seven_left,
-        rest if LATE_LEFT.contains(&rest) => rules.late_left,
+        28..=31 => rules.late_left,
         2 | 3 => 2,
         4 | 5 | 12..=15 | 20..=23 => 4,
         _ => LANES,
