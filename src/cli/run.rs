@@ -110,8 +110,8 @@ pub struct Args {
     pub dot_accumulation: DotAccumulationArg,
     /// Reference mode: the XLA:CPU host whose code generation the summation orders copy where
     /// XLA:CPU's bits depend on the CPU (convolutions it runs in a loop of its own, whose
-    /// vectorization LLVM tunes per CPU model). `auto` takes the CPU hlosim runs on, the one
-    /// a user's XLA:CPU would run on.
+    /// vectorization LLVM tunes per CPU model; bf16 dots, which YNNPACK runs on AMX where the
+    /// CPU has it). `auto` takes the CPU hlosim runs on, the one a user's XLA:CPU would run on.
     #[arg(long, value_enum, default_value = "auto")]
     pub xla_host: XlaHostArg,
     /// Reference mode: evaluate every instruction on its own, with a new buffer per result.

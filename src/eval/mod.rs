@@ -1055,7 +1055,13 @@ pub fn dispatch(
         O::Map => reduce::map(ev, ins, ops),
         O::Dot => {
             let folded = dot::folded_transposes(comp, ins);
-            dot::dot(ins, ops, ev.options.dot_accumulation, &folded)
+            dot::dot(
+                ins,
+                ops,
+                ev.options.dot_accumulation,
+                &folded,
+                ev.options.xla_host,
+            )
         }
         O::Convolution => {
             dot::convolution(ins, ops, ev.options.dot_accumulation, ev.options.xla_host)

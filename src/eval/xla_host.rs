@@ -5,8 +5,10 @@
 //! emits a loop itself and LLVM vectorizes it (a convolution with a reversed window or
 //! swapped operands, `dot/conv/vector_loop.rs`), the width LLVM picks for the vector epilogue
 //! and how many iterations of the main loop it unrolls whole differ between hosts, and with
-//! them the summation order. hlosim keeps one table per host kind and picks the host it runs
-//! on by default, since a user compares it with the XLA:CPU beside it.
+//! them the summation order. And where the host has AMX-BF16, YNNPACK runs most bf16 products
+//! on its AMX kernels, which sum in an order of their own (`dot/ynn_bf16_kernels.rs`). hlosim
+//! keeps one table per host kind and picks the host it runs on by default, since a user
+//! compares it with the XLA:CPU beside it.
 
 use std::fmt;
 

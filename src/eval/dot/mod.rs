@@ -27,12 +27,13 @@ mod pred_sum;
 mod tests;
 mod view;
 mod xla_order;
+mod ynn_bf16_kernels;
 mod ynn_panels;
 
 pub use conv::convolution;
 
 use super::reduce::{arrays, result_shapes, PARALLEL_WORK};
-use super::{err, DotAccumulation, EvalError, KResult, Value};
+use super::{err, DotAccumulation, EvalError, KResult, Value, XlaCpuHost};
 use crate::hlo::{ArrayData, ArrayLiteral, Computation, ElementType, Instruction};
 use convert::Compute;
 use num_complex::Complex;
@@ -80,12 +81,14 @@ fn physical_stride(dims: &[i64], perm: Option<&[i64]>, d: usize) -> isize {
 }
 
 /// dot: `result[b, m, n] = Σ_k lhs[b, m, k] · rhs[b, k, n]` over the dimension numbers.
-/// `folded` says which operands XLA:CPU reads through a transpose ([`folded_transposes`]).
+/// `folded` says which operands XLA:CPU reads through a transpose ([`folded_transposes`]);
+/// `host` whose kernels sum a bf16 product ([`xla_order::Kernel::for_product`]).
 pub fn dot(
     ins: &Instruction,
     ops: &[&Value],
     accumulation: DotAccumulation,
     folded: &[Option<Vec<i64>>; 2],
+    host: XlaCpuHost,
 ) -> KResult {
     let ops = arrays(ops)?;
     if ops.len() != 2 {
@@ -258,7 +261,7 @@ pub fn dot(
                 k_stride(lhs.dims(), &folded[0], &lc),
                 k_stride(rhs.dims(), &folded[1], &rc),
             );
-            let kernel = xla_order::Kernel::for_product((b, m, n, k), strides, lt, rt, ty);
+            let kernel = xla_order::Kernel::for_product((b, m, n, k), strides, (lt, rt, ty), host);
             if kernel == xla_order::Kernel::DotProduct {
                 let c = xla_order::dot_products((b, k), &a, &bb);
                 return finish(convert::from_f32(ty, c));

@@ -224,3 +224,62 @@ fn mismatched_shapes_are_errors() {
         "{e}"
     );
 }
+
+/// YNNPACK's bf16 kernels on the two hosts, hand-derived: a bf16 `[6,20] x [20,3]` product
+/// that its cost model sends to AMX on Sapphire Rapids (`ynn_bf16_kernels`). b is all ones,
+/// so row i of the result is the sum of row i of a. Row 0 holds 2^25, 1, -2^25 at k = 0, 1,
+/// 2: `vdpbf16ps` (AVX-512) adds each pair odd first, 1 + 2^25 rounds to 2^25 and the -2^25
+/// cancels it: 0; AMX sums the even terms (2^25 - 2^25 = 0) and the odd ones (1) apart: 1.
+/// Row 3 holds 2^25, -2^25, 1: AVX-512 (-2^25 + 2^25) + 1 = 1; AMX's even chain loses the 1
+/// (2^25 + 1 rounds to 2^25) and the odd chain cancels it: 0. XLA:CPU on an Emerald Rapids
+/// host gives 1 and 0 (oracle).
+#[test]
+fn bf16_products_follow_the_hosts_kernels() {
+    use crate::eval::{EvalOptions, XlaCpuHost};
+    let hlo = r#"
+HloModule m
+ENTRY e {
+  a = bf16[6,20] parameter(0)
+  b = bf16[20,3] parameter(1)
+  ROOT d = f32[6,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"#;
+    let big = 33_554_432.0f32;
+    let mut a = vec![0f32; 6 * 20];
+    for (row, k, v) in [
+        (0, 0, big),
+        (0, 1, 1.0),
+        (0, 2, -big),
+        (3, 0, big),
+        (3, 1, -big),
+        (3, 2, 1.0),
+    ] {
+        a[row * 20 + k] = v;
+    }
+    let bf = |dims: &[i64], v: &[f32]| {
+        lit(
+            ElementType::BF16,
+            dims,
+            ArrayData::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
+        )
+    };
+    let on = |host| {
+        let options = EvalOptions {
+            xla_host: host,
+            ..EvalOptions::default()
+        };
+        let r = run_with(
+            options,
+            hlo,
+            vec![bf(&[6, 20], &a), bf(&[20, 3], &[1.0; 60])],
+        );
+        as_f32(&r[0])
+            .chunks(3)
+            .map(|row| row[0])
+            .collect::<Vec<f32>>()
+    };
+    assert_eq!(on(XlaCpuHost::Avx512), [0.0, 0.0, 0.0, 1.0, 0.0, 0.0]);
+    assert_eq!(
+        on(XlaCpuHost::SapphireRapids),
+        [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    );
+}

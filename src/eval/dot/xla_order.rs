@@ -11,7 +11,9 @@
 //!   sum added to the output in turn; the panels, lanes and `kc` depend on M and N
 //!   ([`ynn_panels`]). bf16 operands with an f32 result go to its bf16 kernel, which takes
 //!   each pair of terms odd first ([`ynn_panels::bf16_panels`]), whichever the rhs layout,
-//!   unless M and N are both at most 3. Every other bf16 product (a bf16 or f16 result, an
+//!   unless M and N are both at most 3; on a host with AMX-BF16 YNNPACK's cost model sends
+//!   most of them to an AMX kernel instead, which sums 32 terms at a time in two chains
+//!   ([`ynn_bf16_kernels`], [`ynn_panels::amx_bf16_panel`]). Every other bf16 product (a bf16 or f16 result, an
 //!   f32 or f16 operand beside the bf16 one, or that small output) has its operands
 //!   converted to f32 first (the optimized HLO shows the `convert`s) and runs in the f32
 //!   order, the result rounded once.
@@ -48,7 +50,10 @@
 use super::eigen_parts::{row_dot_slices, DepthParts};
 use super::eigen_product::{self, EigenOrder, RowsOperand, MEASURING_HOST};
 use super::view::MatView;
+use super::ynn_bf16_kernels;
 use super::ynn_panels::{self, Panel};
+use crate::eval::XlaCpuHost;
+use crate::hlo::ElementType;
 use rayon::prelude::*;
 
 /// The deepest block `matrixmultiply` sums as one call (`MATMUL_SGEMM_KC` in
@@ -67,6 +72,10 @@ pub(crate) enum Kernel {
     /// above [`BF16_CONVERTED_EXTENT`]: YNNPACK's bf16 kernel ([`ynn_panels::bf16_panels`]),
     /// the same order with the rhs packed (contiguous in k) or not.
     Bf16Pairs,
+    /// Such a product on a host with AMX-BF16 ([`XlaCpuHost::SapphireRapids`]) where
+    /// YNNPACK's cost model picks an AMX kernel ([`ynn_bf16_kernels::amx_chosen`]):
+    /// [`ynn_panels::amx_bf16_panel`]'s order. Elsewhere on that host, [`Kernel::Bf16Pairs`].
+    Bf16Amx,
     /// A transposed lhs (contracting its major dimension) with M, N > 1, not both at most
     /// 3: Eigen's tensor contraction ([`eigen_product::order`]); where that order is not
     /// reproduced, as [`Kernel::Other`]. The order depends on the whole product's M, so
@@ -99,16 +108,16 @@ impl Kernel {
     /// types `lt` and `rt` and result type `ty`. A matrix-vector product, and one with M, K
     /// and N all below [`YNN_MIN_EXTENT`], goes to XLA's own emitters whatever the operand
     /// types (bf16 and f16 are widened first); measured with the oracle
-    /// (`tools/fixtures/fx_dot_order.py`, `dot_order_gemv_*`, `dot_order_tiny*`).
+    /// (`tools/fixtures/fx_dot_order.py`, `dot_order_gemv_*`, `dot_order_tiny*`). `host`
+    /// says whether YNNPACK has AMX kernels for a bf16 product.
     pub(crate) fn for_product(
         (b, m, n, k): (usize, usize, usize, usize),
         (lhs_k_stride, rhs_k_stride): (isize, isize),
-        lt: crate::hlo::ElementType,
-        rt: crate::hlo::ElementType,
-        ty: crate::hlo::ElementType,
+        (lt, rt, ty): (ElementType, ElementType, ElementType),
+        host: XlaCpuHost,
     ) -> Kernel {
         use crate::eval::reduce::tree::offloaded_to_ynn;
-        use crate::hlo::ElementType::{BF16, F32};
+        use ElementType::{BF16, F32};
         match (m, n) {
             (1, 1) if !offloaded_to_ynn(F32, true, b * k, 1) => Kernel::DotProduct,
             (1, 1) => Kernel::Other,
@@ -119,7 +128,12 @@ impl Kernel {
             _ if lhs_k_stride != 1 && m.max(n) <= NAIVE_EXTENT => Kernel::Chain,
             _ if lhs_k_stride != 1 => Kernel::Eigen,
             _ if lt == BF16 && rt == BF16 && ty == F32 && m.max(n) > BF16_CONVERTED_EXTENT => {
-                Kernel::Bf16Pairs
+                match host {
+                    XlaCpuHost::SapphireRapids if ynn_bf16_kernels::amx_chosen(m, n, k) => {
+                        Kernel::Bf16Amx
+                    }
+                    _ => Kernel::Bf16Pairs,
+                }
             }
             _ => Kernel::Tiled {
                 packed_rhs: rhs_k_stride == 1,
@@ -158,6 +172,9 @@ fn panels_for(rows: usize, n: usize, kernel: Kernel) -> Vec<Panel> {
     }
     if kernel == Kernel::Bf16Pairs {
         return ynn_panels::bf16_panels(n);
+    }
+    if kernel == Kernel::Bf16Amx {
+        return vec![ynn_panels::amx_bf16_panel(n)];
     }
     vec![Panel::chain(0, n, UNIDENTIFIED_BLOCK_DEPTH)]
 }
@@ -207,7 +224,11 @@ pub(crate) unsafe fn sgemm(
                 return unsafe { eigen((rows, k, n), (a, ars, acs), (b, brs, bcs), c, &order) };
             }
         }
-        Kernel::Tiled { .. } | Kernel::Bf16Pairs | Kernel::Other | Kernel::DotProduct => {}
+        Kernel::Tiled { .. }
+        | Kernel::Bf16Pairs
+        | Kernel::Bf16Amx
+        | Kernel::Other
+        | Kernel::DotProduct => {}
     }
     for p in panels_for(rows, n, kernel) {
         if p.lanes > 1 || p.pairs || p.kc > MAX_BLOCK_DEPTH {
