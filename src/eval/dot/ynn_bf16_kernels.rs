@@ -19,9 +19,11 @@
 //! kernel of later YNNPACK sources is not in jaxlib 0.10.2's: with it, 52 of the 1018
 //! choices go wrong; so do 57 with K' = K.
 //!
-//! Not reproduced: with enough work (about 2·N·K above 2·10^5), YNNPACK splits the columns of
-//! a product of 2 rows into parts that choose their kernels separately (N = 152: 128 columns
-//! on AVX-512, 24 on AMX). hlosim gives the whole product the kernel its shape chooses.
+//! Not reproduced: YNNPACK runs a large product as tasks that choose their kernels for their
+//! own rows and columns, so a task of 1 or 2 rows (rows past a multiple of 64, or a product of
+//! 2 rows cut into column parts: N = 152 gives 128 columns on AVX-512 and 24 on AMX) can
+//! differ from the whole product (docs/eval.md, "bf16 products on an AMX host"). hlosim gives
+//! the whole product the kernel its shape chooses.
 
 /// One kernel's blocking, as YNNPACK declares it (`YNN_DOT_KERNEL`): the block and the tile
 /// of one instruction, `(block_m, block_n, block_k, tile_m, tile_n, tile_k)`.
