@@ -39,6 +39,12 @@ impl XlaCpuHost {
         XlaCpuHost::Avx512
     }
 
+    /// Whether XLA:CPU's YNNPACK has AMX-BF16 kernels on this kind of host, which sum bf16
+    /// products in an order of their own (`dot/ynn_bf16_kernels.rs`).
+    pub fn has_amx_bf16(self) -> bool {
+        self == XlaCpuHost::SapphireRapids
+    }
+
     /// The name used on the command line and in fixtures' `meta.json` (`xla_host`).
     pub fn name(self) -> &'static str {
         match self {

@@ -3,7 +3,6 @@
 //! arguments, unless stated otherwise.
 use crate::eval::reduce::testutil::*;
 use crate::hlo::{ArrayData, ElementType};
-use half::bf16;
 
 fn conv(hlo_body: &str, x: (&[i64], Vec<f32>), k: (&[i64], Vec<f32>)) -> Vec<f32> {
     let r = run(
@@ -75,16 +74,11 @@ ENTRY e {
   b = bf16[3] parameter(1)
   ROOT d = f32[2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }"#;
-    let b = |v: &[f32]| ArrayData::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect());
     let r = run(
         hlo,
         vec![
-            lit(
-                ElementType::BF16,
-                &[2, 3],
-                b(&[1.0078125, 256.0, -3.5, 0.33203125, 1e-3, 1e3]),
-            ),
-            lit(ElementType::BF16, &[3], b(&[1.0078125, 1.0078125, 0.5])),
+            bf16s(&[2, 3], &[1.0078125, 256.0, -3.5, 0.33203125, 1e-3, 1e3]),
+            bf16s(&[3], &[1.0078125, 1.0078125, 0.5]),
         ],
     );
     // Oracle bits 0x4380a202, 0x43fa2af6.
@@ -255,13 +249,6 @@ ENTRY e {
     ] {
         a[row * 20 + k] = v;
     }
-    let bf = |dims: &[i64], v: &[f32]| {
-        lit(
-            ElementType::BF16,
-            dims,
-            ArrayData::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
-        )
-    };
     let on = |host| {
         let options = EvalOptions {
             xla_host: host,
@@ -270,7 +257,7 @@ ENTRY e {
         let r = run_with(
             options,
             hlo,
-            vec![bf(&[6, 20], &a), bf(&[20, 3], &[1.0; 60])],
+            vec![bf16s(&[6, 20], &a), bf16s(&[20, 3], &[1.0; 60])],
         );
         as_f32(&r[0])
             .chunks(3)

@@ -13,10 +13,10 @@
 //!   each pair of terms odd first ([`ynn_panels::bf16_panels`]), whichever the rhs layout,
 //!   unless M and N are both at most 3; on a host with AMX-BF16 YNNPACK's cost model sends
 //!   most of them to an AMX kernel instead, which sums 32 terms at a time in two chains
-//!   ([`ynn_bf16_kernels`], [`ynn_panels::amx_bf16_panel`]). Every other bf16 product (a bf16 or f16 result, an
-//!   f32 or f16 operand beside the bf16 one, or that small output) has its operands
-//!   converted to f32 first (the optimized HLO shows the `convert`s) and runs in the f32
-//!   order, the result rounded once.
+//!   ([`ynn_bf16_kernels`], [`ynn_panels::amx_bf16_panel`]). Every other bf16 product (a
+//!   bf16 or f16 result, an f32 or f16 operand beside the bf16 one, or that small output)
+//!   has its operands converted to f32 first (the optimized HLO shows the `convert`s) and
+//!   runs in the f32 order, the result rounded once.
 //! - **A tiny product** (M, K and N all below 8) is not YNNPACK's (`IsDotSupportedByYnn`
 //!   rejects it: "If this dot is small, our overhead is probably too significant") but a
 //!   plain `dot` of XLA's own emitter: one FMA chain over K per output, whatever the types
@@ -72,7 +72,7 @@ pub(crate) enum Kernel {
     /// above [`BF16_CONVERTED_EXTENT`]: YNNPACK's bf16 kernel ([`ynn_panels::bf16_panels`]),
     /// the same order with the rhs packed (contiguous in k) or not.
     Bf16Pairs,
-    /// Such a product on a host with AMX-BF16 ([`XlaCpuHost::SapphireRapids`]) where
+    /// Such a product on a host with AMX-BF16 ([`XlaCpuHost::has_amx_bf16`]) where
     /// YNNPACK's cost model picks an AMX kernel ([`ynn_bf16_kernels::amx_chosen`]):
     /// [`ynn_panels::amx_bf16_panel`]'s order. Elsewhere on that host, [`Kernel::Bf16Pairs`].
     Bf16Amx,
@@ -128,11 +128,10 @@ impl Kernel {
             _ if lhs_k_stride != 1 && m.max(n) <= NAIVE_EXTENT => Kernel::Chain,
             _ if lhs_k_stride != 1 => Kernel::Eigen,
             _ if lt == BF16 && rt == BF16 && ty == F32 && m.max(n) > BF16_CONVERTED_EXTENT => {
-                match host {
-                    XlaCpuHost::SapphireRapids if ynn_bf16_kernels::amx_chosen(m, n, k) => {
-                        Kernel::Bf16Amx
-                    }
-                    _ => Kernel::Bf16Pairs,
+                if host.has_amx_bf16() && ynn_bf16_kernels::amx_chosen(m, n, k) {
+                    Kernel::Bf16Amx
+                } else {
+                    Kernel::Bf16Pairs
                 }
             }
             _ => Kernel::Tiled {
@@ -167,16 +166,12 @@ pub(crate) const UNIDENTIFIED_BLOCK_DEPTH: usize = 256;
 /// The column panels of a product on [`Kernel::Tiled`] ([`ynn_panels::panels`]), or one
 /// panel in blocks of [`UNIDENTIFIED_BLOCK_DEPTH`] for a kernel whose order is not identified.
 fn panels_for(rows: usize, n: usize, kernel: Kernel) -> Vec<Panel> {
-    if let Kernel::Tiled { packed_rhs } = kernel {
-        return ynn_panels::panels(rows, n, packed_rhs);
+    match kernel {
+        Kernel::Tiled { packed_rhs } => ynn_panels::panels(rows, n, packed_rhs),
+        Kernel::Bf16Pairs => ynn_panels::bf16_panels(n),
+        Kernel::Bf16Amx => vec![ynn_panels::amx_bf16_panel(n)],
+        _ => vec![Panel::chain(0, n, UNIDENTIFIED_BLOCK_DEPTH)],
     }
-    if kernel == Kernel::Bf16Pairs {
-        return ynn_panels::bf16_panels(n);
-    }
-    if kernel == Kernel::Bf16Amx {
-        return vec![ynn_panels::amx_bf16_panel(n)];
-    }
-    vec![Panel::chain(0, n, UNIDENTIFIED_BLOCK_DEPTH)]
 }
 
 /// `c = a · b` (row block `c` of `rows x n`, row stride `n`) in XLA:CPU's order, `a` a

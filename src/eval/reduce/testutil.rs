@@ -17,6 +17,12 @@ pub(crate) fn f32s(dims: &[i64], v: &[f32]) -> ArrayLiteral {
     lit(ElementType::F32, dims, ArrayData::F32(v.to_vec()))
 }
 
+/// A bf16 literal of `v`, each value rounded to bf16.
+pub(crate) fn bf16s(dims: &[i64], v: &[f32]) -> ArrayLiteral {
+    let data = ArrayData::BF16(v.iter().map(|&x| half::bf16::from_f32(x)).collect());
+    lit(ElementType::BF16, dims, data)
+}
+
 pub(crate) fn s32s(dims: &[i64], v: &[i32]) -> ArrayLiteral {
     lit(ElementType::S32, dims, ArrayData::S32(v.to_vec()))
 }
