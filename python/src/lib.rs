@@ -588,7 +588,8 @@ fn run<'py>(
         "auto" => XlaCpuHost::detect(),
         name => XlaCpuHost::from_name(name).ok_or_else(|| {
             err(Error::Value(format!(
-                "xla_host must be 'auto', 'avx512' or 'sapphire-rapids', not {name:?}"
+                "xla_host must be 'auto' or one of {}, not {name:?}",
+                XlaCpuHost::ALL.map(|h| format!("'{h}'")).join(", ")
             )))
         })?,
     };

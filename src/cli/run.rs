@@ -148,12 +148,16 @@ pub enum DotAccumulationArg {
 /// Reference mode: which XLA:CPU host's code generation to copy (`XlaCpuHost`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum XlaHostArg {
-    /// The CPU hlosim runs on: sapphire-rapids where it has AVX512-FP16, avx512 otherwise.
+    /// The CPU hlosim runs on: sapphire-rapids where it has AVX512-FP16 and AMX can be used,
+    /// sapphire-rapids-no-amx where it has AVX512-FP16 alone, avx512 otherwise.
     Auto,
     /// An AVX-512 Xeon without AVX512-FP16 (where hlosim's orders were first measured).
     Avx512,
     /// A Sapphire Rapids or Emerald Rapids Xeon (AVX512-FP16, AMX).
     SapphireRapids,
+    /// The same Xeon in a virtual machine that hides AMX: LLVM's tuning for it, but bf16
+    /// products on YNNPACK's AVX-512 kernels.
+    SapphireRapidsNoAmx,
 }
 
 /// How activation table sets are chosen in device mode.
@@ -475,6 +479,7 @@ fn eval_options(a: &Args) -> EvalOptions {
             XlaHostArg::Auto => XlaCpuHost::detect(),
             XlaHostArg::Avx512 => XlaCpuHost::Avx512,
             XlaHostArg::SapphireRapids => XlaCpuHost::SapphireRapids,
+            XlaHostArg::SapphireRapidsNoAmx => XlaCpuHost::SapphireRapidsNoAmx,
         },
         ..EvalOptions::default()
     }

@@ -9,6 +9,13 @@
 //! on its AMX kernels, which sum in an order of their own (`dot/ynn_bf16_kernels.rs`). hlosim
 //! keeps one table per host kind and picks the host it runs on by default, since a user
 //! compares it with the XLA:CPU beside it.
+//!
+//! The two facts are separate: LLVM picks its tuning from the CPU model, YNNPACK its kernels
+//! from the instructions the CPU and the operating system let a program use. A virtual
+//! machine on a Sapphire Rapids or Emerald Rapids Xeon may hide AMX (measured: family 6,
+//! model 207 without `amx_bf16` in `/proc/cpuinfo`; XLA:CPU's bf16 products took the AVX-512
+//! kernels' order there while its convolution loops kept the `sapphirerapids` tuning), hence
+//! [`XlaCpuHost::SapphireRapidsNoAmx`].
 
 use std::fmt;
 
@@ -22,19 +29,32 @@ pub enum XlaCpuHost {
     /// An Intel Xeon of the Sapphire Rapids line (AVX512-FP16, AMX), for which LLVM uses its
     /// `sapphirerapids` tuning: measured on an Emerald Rapids Xeon (family 6, model 207).
     SapphireRapids,
+    /// The same Xeon where AMX cannot be used (a virtual machine that hides it): LLVM's
+    /// `sapphirerapids` tuning, and YNNPACK's AVX-512 kernels for every bf16 product.
+    SapphireRapidsNoAmx,
 }
 
 impl XlaCpuHost {
     /// Every kind, for listings and tests.
-    pub const ALL: [XlaCpuHost; 2] = [XlaCpuHost::Avx512, XlaCpuHost::SapphireRapids];
+    pub const ALL: [XlaCpuHost; 3] = [
+        XlaCpuHost::Avx512,
+        XlaCpuHost::SapphireRapids,
+        XlaCpuHost::SapphireRapidsNoAmx,
+    ];
 
-    /// The kind of the CPU this process runs on: the Sapphire Rapids kind where the CPU has
-    /// AVX512-FP16 (which that line introduced and the earlier AVX-512 Xeons lack), the
-    /// AVX-512 kind otherwise (also on other CPUs, where no table was measured).
+    /// The kind of the CPU this process runs on: a Sapphire Rapids kind where the CPU has
+    /// AVX512-FP16 (which that line introduced and the earlier AVX-512 Xeons lack), with or
+    /// without AMX as [`amx_bf16_usable`] finds; the AVX-512 kind otherwise (also on other
+    /// CPUs, where no table was measured, and on a CPU with AMX but not AVX512-FP16, of which
+    /// none is known).
     pub fn detect() -> XlaCpuHost {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512fp16") {
-            return XlaCpuHost::SapphireRapids;
+            return if amx_bf16_usable() {
+                XlaCpuHost::SapphireRapids
+            } else {
+                XlaCpuHost::SapphireRapidsNoAmx
+            };
         }
         XlaCpuHost::Avx512
     }
@@ -45,11 +65,22 @@ impl XlaCpuHost {
         self == XlaCpuHost::SapphireRapids
     }
 
+    /// Whether LLVM tunes XLA:CPU's loops for this host with its `sapphirerapids` model (the
+    /// tables of `dot/conv/vector_loop.rs` and `own_loop.rs`), which depends on the CPU model
+    /// alone, not on whether AMX can be used.
+    pub fn sapphire_rapids_tuning(self) -> bool {
+        match self {
+            XlaCpuHost::Avx512 => false,
+            XlaCpuHost::SapphireRapids | XlaCpuHost::SapphireRapidsNoAmx => true,
+        }
+    }
+
     /// The name used on the command line and in fixtures' `meta.json` (`xla_host`).
     pub fn name(self) -> &'static str {
         match self {
             XlaCpuHost::Avx512 => "avx512",
             XlaCpuHost::SapphireRapids => "sapphire-rapids",
+            XlaCpuHost::SapphireRapidsNoAmx => "sapphire-rapids-no-amx",
         }
     }
 
@@ -57,6 +88,30 @@ impl XlaCpuHost {
     pub fn from_name(name: &str) -> Option<XlaCpuHost> {
         XlaCpuHost::ALL.into_iter().find(|h| h.name() == name)
     }
+}
+
+/// Whether this process's CPU and operating system let YNNPACK run AMX-BF16: the CPU reports
+/// AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22) and the operating system has
+/// enabled the tile state (XCR0 bits 17 and 18), the checks cpuinfo makes for YNNPACK. Linux
+/// also wants a process to ask for the tile state (`arch_prctl`), which XLA:CPU does and
+/// which is granted wherever the kernel enabled it; hlosim does not ask, having no tiles to
+/// use. `std::is_x86_feature_detected!("amx-bf16")` is unstable, hence CPUID read here.
+#[cfg(target_arch = "x86_64")]
+fn amx_bf16_usable() -> bool {
+    use std::arch::x86_64::{__cpuid_count, _xgetbv};
+    const AMX_BF16: u32 = 1 << 22;
+    const AMX_TILE: u32 = 1 << 24;
+    const OSXSAVE: u32 = 1 << 27;
+    const XTILE_STATE: u64 = (1 << 17) | (1 << 18);
+    let cpu = __cpuid_count(7, 0).edx;
+    let os_xsave = __cpuid_count(1, 0).ecx & OSXSAVE != 0;
+    if cpu & AMX_BF16 == 0 || cpu & AMX_TILE == 0 || !os_xsave {
+        return false;
+    }
+    // SAFETY: XGETBV with ECX = 0 may be executed wherever the OS has enabled XSAVE, which
+    // OSXSAVE (CPUID leaf 1, ECX bit 27) reports.
+    let xcr0 = unsafe { _xgetbv(0) };
+    xcr0 & XTILE_STATE == XTILE_STATE
 }
 
 impl fmt::Display for XlaCpuHost {
@@ -76,5 +131,32 @@ mod tests {
         }
         assert_eq!(XlaCpuHost::from_name("sapphirerapids"), None);
         assert_eq!(XlaCpuHost::default(), XlaCpuHost::Avx512);
+    }
+
+    #[test]
+    fn llvm_tuning_and_amx_are_separate_facts() {
+        let facts = |h: XlaCpuHost| (h.sapphire_rapids_tuning(), h.has_amx_bf16());
+        assert_eq!(facts(XlaCpuHost::Avx512), (false, false));
+        assert_eq!(facts(XlaCpuHost::SapphireRapids), (true, true));
+        assert_eq!(facts(XlaCpuHost::SapphireRapidsNoAmx), (true, false));
+    }
+
+    /// The detected kind agrees with what the kernel reports in `/proc/cpuinfo` (which lists
+    /// `amx_bf16` only where it has enabled the tile state), where that file exists.
+    #[test]
+    fn detection_agrees_with_proc_cpuinfo() {
+        let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") else {
+            return;
+        };
+        let Some(flags) = cpuinfo.lines().find(|l| l.starts_with("flags")) else {
+            return;
+        };
+        let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+        let expected = match (has("avx512_fp16"), has("amx_bf16")) {
+            (false, _) => XlaCpuHost::Avx512,
+            (true, true) => XlaCpuHost::SapphireRapids,
+            (true, false) => XlaCpuHost::SapphireRapidsNoAmx,
+        };
+        assert_eq!(XlaCpuHost::detect(), expected, "{flags}");
     }
 }

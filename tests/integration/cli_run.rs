@@ -307,9 +307,11 @@ fn xla_host_picks_whose_vector_epilogue_is_copied() {
     };
     assert_eq!(run(Some("avx512")), f32s(&[67.0; 16]).data);
     assert_eq!(run(Some("sapphire-rapids")), f32s(&[128.0; 16]).data);
+    assert_eq!(run(Some("sapphire-rapids-no-amx")), f32s(&[128.0; 16]).data);
     let here = match hlosim::eval::XlaCpuHost::detect() {
         hlosim::eval::XlaCpuHost::Avx512 => 67.0,
         hlosim::eval::XlaCpuHost::SapphireRapids => 128.0,
+        hlosim::eval::XlaCpuHost::SapphireRapidsNoAmx => 128.0,
     };
     assert_eq!(run(None), f32s(&[here; 16]).data);
     let o = hlosim(&["run", s(&module), "--xla-host", "skylake"]);

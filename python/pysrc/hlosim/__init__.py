@@ -312,8 +312,9 @@ def run(
     one, the result is a list of per-device output lists. ``machine`` (trn1, trn2, trn3 or
     a TOML path), ``auto_cast*``, ``chooser``, ``max_memory`` (bytes),
     ``max_iterations``, ``excess_precision``, ``fma_contraction``, ``dot_accumulation``
-    (``"xla-cpu"`` or ``"f64"``), ``xla_host`` (``"auto"``, ``"avx512"`` or
-    ``"sapphire-rapids"``) and ``fusion`` are the CLI's options of the same names.
+    (``"xla-cpu"`` or ``"f64"``), ``xla_host`` (``"auto"``, ``"avx512"``,
+    ``"sapphire-rapids"`` or ``"sapphire-rapids-no-amx"``) and ``fusion`` are the CLI's
+    options of the same names.
 
     Raises :class:`ArgumentError` (a ``ValueError`` naming the parameter) for arguments of
     the wrong number, dtype or shape, and :class:`HlosimError` when the run fails."""

@@ -150,9 +150,10 @@ fn unrolled_through_negative_padding(g: &Geom, host: XlaCpuHost) -> bool {
         let pad = w.pad_lo.min(w.pad_hi);
         w.window_dilation > 1 && w.dilated_input(input as i64) + pad < w.span()
     });
-    let most_outputs = match host {
-        XlaCpuHost::Avx512 => 1,
-        XlaCpuHost::SapphireRapids => FEW_OUTPUTS_UNROLLED_WHOLE,
+    let most_outputs = if host.sapphire_rapids_tuning() {
+        FEW_OUTPUTS_UNROLLED_WHOLE
+    } else {
+        1
     };
     dilated_read && g.out_batch == 1 && g.out_feat <= most_outputs
 }

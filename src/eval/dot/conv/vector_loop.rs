@@ -218,9 +218,10 @@ const SAPPHIRE_RAPIDS: HostRules = HostRules {
 /// The rules of a convolution of `out_feat` output features (over the whole convolution) on
 /// `host`.
 fn rules(out_feat: usize, host: XlaCpuHost) -> OutputFeatureRules {
-    let table = match host {
-        XlaCpuHost::Avx512 => &AVX512,
-        XlaCpuHost::SapphireRapids => &SAPPHIRE_RAPIDS,
+    let table = if host.sapphire_rapids_tuning() {
+        &SAPPHIRE_RAPIDS
+    } else {
+        &AVX512
     };
     match out_feat {
         1 => table.one,
