@@ -27,7 +27,8 @@
 //!   horizontal reduction ([`row_gemv`]). Both bit-exact, whatever the operand types
 //!   (bf16/f16 are widened).
 //! - **A dot of two vectors** (M = N = 1) is rewritten into `reduce(multiply)`
-//!   ([`dot_products`]), bit-exact where the reduce is (fewer than 4096 products).
+//!   ([`dot_products`]), bit-exact: the reduce's tree order below 4096 products, YNNPACK's
+//!   sum from there.
 //! - **A transposed lhs** (contracting its major dimension) with M, N > 1 is a plain `dot`
 //!   that XLA:CPU runs through Eigen's tensor contraction, TSL's blocking and oneDNN's
 //!   sgemm: FMA chains over depth parts that depend on the product's size and on the host's
@@ -78,12 +79,9 @@ pub(crate) enum Kernel {
     Bf16Amx,
     /// A transposed lhs (contracting its major dimension) with M, N > 1, not both at most
     /// 3: Eigen's tensor contraction ([`eigen_product::order`]); where that order is not
-    /// reproduced, as [`Kernel::Other`]. The order depends on the whole product's M, so
+    /// reproduced, in blocks of [`UNIDENTIFIED_BLOCK_DEPTH`]. The order depends on the whole product's M, so
     /// [`sgemm`] must be given whole products (as the dot's `Split::Batches` does).
     Eigen,
-    /// A dot of two vectors that YNNPACK reduces ([`Kernel::DotProduct`]): order not
-    /// identified beyond one block (every column gets [`UNIDENTIFIED_BLOCK_DEPTH`]).
-    Other,
     /// One FMA chain over all of K per output, from zero ([`lane_panel`] with one block):
     /// XLA's column-major matrix-vector emitter (`ColumnMajorMatrixVectorProductEmitter`),
     /// for M = 1 with an rhs not contiguous in k or N = 1 with an lhs not contiguous in k,
@@ -96,9 +94,9 @@ pub(crate) enum Kernel {
     RowGemv,
     /// M = N = 1: XLA's simplifier rewrites the dot into `reduce(multiply(lhs, rhs), add)`,
     /// so the products are rounded and summed in `reduce`'s order ([`dot_products`], not
-    /// [`sgemm`]). Only while that reduce is tree-rewritten (fewer than 4096 products in
-    /// all, batches included): XLA:CPU hands a larger one to YNNPACK, whose order is not
-    /// reproduced, and such a dot is [`Kernel::Other`].
+    /// [`sgemm`]): tree-rewritten below 4096 products in all (batches included), YNNPACK's
+    /// sum from there (`reduce::ynn_sum`; measured for f32, bf16 and f16 operands, the
+    /// products widened).
     DotProduct,
 }
 
@@ -111,16 +109,14 @@ impl Kernel {
     /// (`tools/fixtures/fx_dot_order.py`, `dot_order_gemv_*`, `dot_order_tiny*`). `host`
     /// says whether YNNPACK has AMX kernels for a bf16 product.
     pub(crate) fn for_product(
-        (b, m, n, k): (usize, usize, usize, usize),
+        (_, m, n, k): (usize, usize, usize, usize),
         (lhs_k_stride, rhs_k_stride): (isize, isize),
         (lt, rt, ty): (ElementType, ElementType, ElementType),
         host: XlaCpuHost,
     ) -> Kernel {
-        use crate::eval::reduce::tree::offloaded_to_ynn;
         use ElementType::{BF16, F32};
         match (m, n) {
-            (1, 1) if !offloaded_to_ynn(F32, true, b * k, 1) => Kernel::DotProduct,
-            (1, 1) => Kernel::Other,
+            (1, 1) => Kernel::DotProduct,
             (_, 1) if lhs_k_stride == 1 => Kernel::RowGemv,
             (1, _) if rhs_k_stride == 1 => Kernel::RowGemv,
             (_, 1) | (1, _) => Kernel::Chain,
@@ -156,7 +152,8 @@ pub(crate) const NAIVE_EXTENT: usize = 3;
 /// and 5000, the optimized HLO converts the operands exactly when M and N are both at most 3.
 pub(crate) const BF16_CONVERTED_EXTENT: usize = 3;
 
-/// The block depth of the products whose XLA:CPU order is not identified ([`Kernel::Other`]): 256,
+/// The block depth of the products whose XLA:CPU order is not identified (Eigen's where
+/// [`eigen_product::order`] has none): 256,
 /// `matrixmultiply`'s default, which hlosim used for every dot before the order above was
 /// found. Kept because it stays within the corpus tolerances where 512 does not (the MLP's
 /// and llama's gradients, whose cancellations amplify a last-bit difference of a forward
@@ -219,11 +216,7 @@ pub(crate) unsafe fn sgemm(
                 return unsafe { eigen((rows, k, n), (a, ars, acs), (b, brs, bcs), c, &order) };
             }
         }
-        Kernel::Tiled { .. }
-        | Kernel::Bf16Pairs
-        | Kernel::Bf16Amx
-        | Kernel::Other
-        | Kernel::DotProduct => {}
+        Kernel::Tiled { .. } | Kernel::Bf16Pairs | Kernel::Bf16Amx | Kernel::DotProduct => {}
     }
     for p in panels_for(rows, n, kernel) {
         if p.lanes > 1 || p.pairs || p.kc > MAX_BLOCK_DEPTH {
@@ -529,11 +522,10 @@ unsafe fn row_gemv(
 
 /// `c[bi] = Σ_kk a_bi[kk] · b_bi[kk]` for the `batches` row vectors of `a` and column
 /// vectors of `b` (M = N = 1), as XLA rewrites such a dot: `reduce(multiply(a, b), add)` over
-/// K with init 0, so each product is rounded and every batch's row summed in reduce's tree
-/// order ([`tree_sum_rows_f32`]; the kernel is [`Kernel::DotProduct`] only where that is
-/// XLA:CPU's order).
+/// K with init 0, so each product is rounded and every batch's row summed in reduce's order
+/// ([`sum_rows_f32`]).
 ///
-/// [`tree_sum_rows_f32`]: crate::eval::reduce::tree_sum_rows_f32
+/// [`sum_rows_f32`]: crate::eval::reduce::sum_rows_f32
 pub(crate) fn dot_products(
     (batches, k): (usize, usize),
     a: &MatView<'_, f32>,
@@ -552,7 +544,7 @@ pub(crate) fn dot_products(
             )
         }));
     }
-    crate::eval::reduce::tree_sum_rows_f32(&products, (batches, k))
+    crate::eval::reduce::sum_rows_f32(&products, (batches, k))
 }
 
 /// `c[j] = fma(x, b[j], c[j])`, in the AVX2 + FMA build when the CPU has it (the same bits:

@@ -10,10 +10,12 @@
 //! reduced in windows of 32, repeatedly, then the rest sequentially in row-major order;
 //! bf16/f16 reducers round after every step. This covers bf16, f16 and complex reductions,
 //! general reducer computations, and f32/f64 ones below 4096 input elements. XLA:CPU hands
-//! f32/f64 `add` reductions of at least 4096 elements to YNNPACK, whose vectorised order is
-//! not reproduced: those are summed pairwise down to leaves of 512 elements folded in 8
-//! interleaved accumulators (vectorised like YNNPACK's; chunks on separate threads for large
-//! inputs), an O(log n)-ulp error. Variadic reduces are sequential in row-major order (XLA does not rewrite them).
+//! f32/f64 `add` reductions of at least 4096 elements to YNNPACK: f32 ones over the
+//! innermost dimensions are summed in YNNPACK's order, bit for bit ([`ynn_sum`]); the others
+//! (f64, or reduced dimensions that are not innermost, which YNNPACK's other kernels sum)
+//! pairwise down to leaves of 512 elements folded in 8 interleaved accumulators (chunks on
+//! separate threads for large inputs), an O(log n)-ulp error. Variadic reduces are
+//! sequential in row-major order (XLA does not rewrite them).
 //! Integer, pred, max and min reductions are exact in any order.
 
 pub(crate) mod native;
@@ -22,6 +24,7 @@ pub(crate) mod scalar;
 mod simplified;
 pub(crate) mod tree;
 mod window;
+mod ynn_sum;
 
 #[cfg(test)]
 mod tests;
@@ -235,6 +238,22 @@ pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value], simplified:
             let order_free =
                 !ty.is_float() && !ty.is_complex() || matches!(op, NOp::Max | NOp::Min);
             let tree = !order_free && !tree::offloaded_to_ynn(ty, op == NOp::Add, n_in, dims.len());
+            if !tree && !order_free && red_contiguous {
+                // YNNPACK's f32 sum over the innermost dimensions, in its order.
+                let v = <f32 as Native>::slice_of(&inputs[0].data);
+                let init = <f32 as Native>::slice_of(&inits[0].data).and_then(|s| s.first());
+                if let (Some(v), Some(&init)) = (v, init) {
+                    let red_dims: Vec<usize> = red.iter().map(|&d| usz(d)).collect();
+                    let sums = ynn_sum::ynn_sum_rows(v, kept_off.len(), &red_dims, init);
+                    return Ok(pack(
+                        ins,
+                        vec![ArrayLiteral {
+                            shape: out_shapes[0].clone(),
+                            data: Native::into_data(sums),
+                        }],
+                    ));
+                }
+            }
             let mut data = if tree || order_free && !red_contiguous {
                 // An order-free op over non-innermost dimensions: any order gives these bits,
                 // and XLA's sequential one (a single level) walks memory in runs.
@@ -412,13 +431,16 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
     }
 }
 
-/// The row sums from 0 of the row-major `[rows, n]` f32 array `v` in XLA:CPU's tree order
-/// ([`tree`]), exactly as `reduce` over the last dimension with an `add` reducer gives them
-/// while XLA:CPU does not hand the reduce to YNNPACK: for the products XLA rewrites into
-/// such a reduce (a dot of two vectors, per batch).
-pub(crate) fn tree_sum_rows_f32(v: &[f32], (rows, n): (usize, usize)) -> Vec<f32> {
+/// The row sums from 0 of the row-major `[rows, n]` f32 array `v`, exactly as XLA:CPU's
+/// `reduce` over the last dimension with an `add` reducer gives them: in the tree order
+/// ([`tree`]), or YNNPACK's ([`ynn_sum`]) from 4096 elements in all. For the products XLA
+/// rewrites into such a reduce (a dot of two vectors, per batch).
+pub(crate) fn sum_rows_f32(v: &[f32], (rows, n): (usize, usize)) -> Vec<f32> {
     if n == 0 {
         return vec![0.0; rows];
+    }
+    if tree::offloaded_to_ynn(ElementType::F32, true, rows * n, 1) {
+        return ynn_sum::ynn_sum_rows(v, rows, &[n], 0.0);
     }
     tree::tree_reduce_native(v, &[rows, n], &[false, true], 0.0, <f32 as Native>::add)
 }
