@@ -10,11 +10,11 @@
 //! reduced in windows of 32, repeatedly, then the rest sequentially in row-major order;
 //! bf16/f16 reducers round after every step. This covers bf16, f16 and complex reductions,
 //! general reducer computations, and f32/f64 ones below 4096 input elements. XLA:CPU hands
-//! f32/f64 `add` reductions of at least 4096 elements to YNNPACK: f32 ones over the
-//! innermost dimensions are summed in YNNPACK's order, bit for bit ([`ynn_sum`]); the others
-//! (f64, or reduced dimensions that are not innermost, which YNNPACK's other kernels sum)
-//! pairwise down to leaves of 512 elements folded in 8 interleaved accumulators (chunks on
-//! separate threads for large inputs), an O(log n)-ulp error. Variadic reduces are
+//! f32/f64 `add` reductions of at least 4096 elements to YNNPACK: those over the innermost
+//! dimensions are summed in YNNPACK's order, bit for bit ([`ynn_sum`]); the others (reduced
+//! dimensions that are not innermost, which YNNPACK's other kernel sums) pairwise down to
+//! leaves of 512 elements folded in 8 interleaved accumulators (chunks on separate threads
+//! for large inputs), an O(log n)-ulp error. Variadic reduces are
 //! sequential in row-major order (XLA does not rewrite them).
 //! Integer, pred, max and min reductions are exact in any order.
 
@@ -239,17 +239,24 @@ pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value], simplified:
                 !ty.is_float() && !ty.is_complex() || matches!(op, NOp::Max | NOp::Min);
             let tree = !order_free && !tree::offloaded_to_ynn(ty, op == NOp::Add, n_in, dims.len());
             if !tree && !order_free && red_contiguous {
-                // YNNPACK's f32 sum over the innermost dimensions, in its order.
-                let v = <f32 as Native>::slice_of(&inputs[0].data);
-                let init = <f32 as Native>::slice_of(&inits[0].data).and_then(|s| s.first());
-                if let (Some(v), Some(&init)) = (v, init) {
-                    let red_dims: Vec<usize> = red.iter().map(|&d| usz(d)).collect();
-                    let sums = ynn_sum::ynn_sum_rows(v, kept_off.len(), &red_dims, init);
+                // YNNPACK's f32/f64 sum over the innermost dimensions, in its order.
+                let red_dims: Vec<usize> = red.iter().map(|&d| usz(d)).collect();
+                let rows = kept_off.len();
+                let data = match (&inputs[0].data, &inits[0].data) {
+                    (ArrayData::F32(v), ArrayData::F32(i)) => i
+                        .first()
+                        .map(|&i| Native::into_data(ynn_sum::ynn_sum_rows(v, rows, &red_dims, i))),
+                    (ArrayData::F64(v), ArrayData::F64(i)) => i
+                        .first()
+                        .map(|&i| Native::into_data(ynn_sum::ynn_sum_rows(v, rows, &red_dims, i))),
+                    _ => None,
+                };
+                if let Some(data) = data {
                     return Ok(pack(
                         ins,
                         vec![ArrayLiteral {
                             shape: out_shapes[0].clone(),
-                            data: Native::into_data(sums),
+                            data,
                         }],
                     ));
                 }

@@ -1,27 +1,29 @@
-//! YNNPACK's f32 sum, the order XLA:CPU gives an f32 `add` reduce of at least 4096 elements
-//! over its innermost dimensions (a `__ynn_fusion`, [`super::tree::offloaded_to_ynn`]).
+//! YNNPACK's f32 and f64 sums, the order XLA:CPU gives an f32/f64 `add` reduce of at least
+//! 4096 elements over its innermost dimensions (a `__ynn_fusion`,
+//! [`super::tree::offloaded_to_ynn`]).
 //!
-//! Read off jaxlib 0.10.2's machine code (`ynn::sum_k1_fp32_avx512` in `libjax_common.so`)
-//! and YNNPACK's `define_reduce` (`subgraph/reduce.cc`), then checked bit for bit against
-//! XLA:CPU (fixtures `reduce_ynn_*`; docs/eval.md, "Sums XLA:CPU hands to YNNPACK"). One row
-//! of `K` contiguous elements ([`row_sum`]) is summed in 16 lanes, element `i` in lane
-//! `i mod 16`:
-//! - 4 vectors (64 elements) are added in a chain from zero; 4 such chains (256 elements)
-//!   are added in a chain into a chunk sum, and each chunk sum into a running vector `t`;
+//! Read off jaxlib 0.10.2's machine code (`ynn::sum_k1_fp32_avx512` and
+//! `sum_k1_fp64_avx512` in `libjax_common.so`) and YNNPACK's `define_reduce`
+//! (`subgraph/reduce.cc`), then checked bit for bit against XLA:CPU (fixtures `reduce_ynn_*`;
+//! docs/eval.md, "Sums XLA:CPU hands to YNNPACK"). One row of `K` contiguous elements
+//! ([`row_sum`]) is summed in the lanes of an AVX-512 vector (16 f32, 8 f64), element `i`
+//! in lane `i mod lanes`:
+//! - 4 vectors are added in a chain from zero (a group); 4 groups are added in a chain into a
+//!   chunk sum, and each chunk sum into a running vector `t`;
 //! - after every 1024 elements `t` enters a compensated (Kahan) sum `s` with compensation
 //!   `c`, both vectors: `y = t − c`, `n = s + y`, `c = (n − s) − y` (a lane's `c` that is NaN
 //!   or infinite is reset to +0), `s = n`, `t = 0`;
-//! - once fewer than 256 elements are left, each 64 goes into `t` as one chain of 4 vectors,
-//!   then the last 1 to 63 (padded with zeros) likewise;
+//! - once less than a chunk is left, each group goes into `t` (f32), or each pair of groups
+//!   (f64); then the last elements (padded with zeros to a group) likewise;
 //! - the row's value is `s + (t − c)`, its lanes added by halving (lane `j` and `j + 8`,
 //!   then `+ 4`, `+ 2`, `+ 1`), and the output is that value plus the init value.
 //!
-//! With two or more threads, YNNPACK splits a reduction into tiles of 32768 elements
-//! (128 KiB of f32) when it leaves too little parallel work otherwise (measured: 3 rows or
-//! fewer): each tile's sum is a partial result, laid out in the tiles' memory order, and the
+//! With two or more threads, YNNPACK splits a reduction into tiles of 128 KiB (32768 f32,
+//! 16384 f64) when it leaves too little parallel work otherwise (measured: 3 rows or fewer):
+//! each tile's sum is a partial result, laid out in the tiles' memory order, and the
 //! partials are summed again by the same kernel, plus the init value ([`tiles`] gives the
-//! tiles of a reduced region of several dimensions). XLA:CPU on one thread does not
-//! split; hlosim copies a host with at least two.
+//! tiles of a reduced region of several dimensions). XLA:CPU on one thread does not split;
+//! hlosim copies a host with at least two.
 //!
 //! Every step obeys XLA:CPU's denormal rules (DAZ/FTZ are set while YNNPACK runs too) and
 //! keeps the first operand's NaN; a fast path adds raw where those rules cannot change a bit
@@ -33,44 +35,89 @@ use crate::eval::elementwise::with_wide;
 use rayon::prelude::*;
 use std::ops::Range;
 
-/// f32 lanes of an AVX-512 vector: the kernel's accumulators.
-const LANES: usize = 16;
-
-/// Elements summed in one chain of 4 vectors before entering the running sum.
-const GROUP: usize = 4 * LANES;
-
-/// Elements of one chunk of the kernel's main loop (4 groups).
-const CHUNK: usize = 4 * GROUP;
-
-/// Elements between two steps of the compensated sum.
+/// Elements between two steps of the compensated sum (both element types).
 const KAHAN_BLOCK: usize = 1024;
 
-/// Elements of one tile of a split reduction: YNNPACK's tile of 128 KiB
-/// (`make_split_factors`) in f32.
-const TILE: usize = 32 * 1024;
+/// Bytes of one tile of a split reduction: YNNPACK's tile of 128 KiB (`make_split_factors`),
+/// 32768 f32 or 16384 f64 elements.
+const TILE_BYTES: usize = 128 * 1024;
 
 /// The most rows (outputs) for which XLA:CPU on two threads splits a reduction longer than
 /// a tile; with more rows it runs each row whole in one task (measured with f32[M, K], K up
 /// to 300000: split for M ≤ 3, whole for M ≥ 4).
 const SPLIT_MAX_ROWS: usize = 3;
 
+/// An element type YNNPACK sums (f32, f64): XLA:CPU's add and subtract for it, and its
+/// kernel's shape. `sum_k1_fp32_avx512` has 16 lanes and adds each group of 4 vectors left
+/// after the chunks to `t`; `sum_k1_fp64_avx512` has 8 lanes and adds those groups in
+/// pairs (two groups summed, then the pair to `t`).
+pub(crate) trait YnnFloat: num_traits::Float + Send + Sync + 'static {
+    /// XLA:CPU's add (DAZ, FTZ, the first operand's NaN kept).
+    fn xla_add(a: Self, b: Self) -> Self;
+    /// XLA:CPU's subtract.
+    fn xla_sub(a: Self, b: Self) -> Self;
+    /// The smallest magnitude from which raw arithmetic is exact ([`raw_is_exact`]):
+    /// 2^(mantissa bits − 1) times the smallest normal.
+    const RAW_FROM: Self;
+    /// Whether the groups after the chunks enter `t` in pairs.
+    const PAIRED_TAIL: bool;
+    /// The row's sum ([`row_sum`] with this type's lane count), XLA:CPU's rules or raw.
+    fn row(x: &[Self], raw: bool) -> Self;
+}
+
+impl YnnFloat for f32 {
+    fn xla_add(a: f32, b: f32) -> f32 {
+        ops::Add::f32(a, b)
+    }
+    fn xla_sub(a: f32, b: f32) -> f32 {
+        ops::Sub::f32(a, b)
+    }
+    const RAW_FROM: f32 = 9.860761e-32; // 2^-103
+    const PAIRED_TAIL: bool = false;
+    fn row(x: &[f32], raw: bool) -> f32 {
+        if raw {
+            row_sum::<f32, Raw, 16>(x)
+        } else {
+            row_sum::<f32, Xla, 16>(x)
+        }
+    }
+}
+
+impl YnnFloat for f64 {
+    fn xla_add(a: f64, b: f64) -> f64 {
+        ops::Add::f64(a, b)
+    }
+    fn xla_sub(a: f64, b: f64) -> f64 {
+        ops::Sub::f64(a, b)
+    }
+    const RAW_FROM: f64 = 1.0020841800044864e-292; // 2^-970
+    const PAIRED_TAIL: bool = true;
+    fn row(x: &[f64], raw: bool) -> f64 {
+        if raw {
+            row_sum::<f64, Raw, 8>(x)
+        } else {
+            row_sum::<f64, Xla, 8>(x)
+        }
+    }
+}
+
 /// Scalar arithmetic of one summation: raw IEEE operations, or XLA:CPU's rules.
-trait Arith: Copy + Send + Sync {
-    fn add(a: f32, b: f32) -> f32;
-    fn sub(a: f32, b: f32) -> f32;
+trait Arith<T>: Copy + Send + Sync {
+    fn add(a: T, b: T) -> T;
+    fn sub(a: T, b: T) -> T;
 }
 
 /// IEEE add and subtract, for data where XLA:CPU's rules change nothing ([`raw_is_exact`]).
 #[derive(Clone, Copy)]
 struct Raw;
 
-impl Arith for Raw {
+impl<T: YnnFloat> Arith<T> for Raw {
     #[inline(always)]
-    fn add(a: f32, b: f32) -> f32 {
+    fn add(a: T, b: T) -> T {
         a + b
     }
     #[inline(always)]
-    fn sub(a: f32, b: f32) -> f32 {
+    fn sub(a: T, b: T) -> T {
         a - b
     }
 }
@@ -79,113 +126,129 @@ impl Arith for Raw {
 #[derive(Clone, Copy)]
 struct Xla;
 
-impl Arith for Xla {
+impl<T: YnnFloat> Arith<T> for Xla {
     #[inline(always)]
-    fn add(a: f32, b: f32) -> f32 {
-        ops::Add::f32(a, b)
+    fn add(a: T, b: T) -> T {
+        T::xla_add(a, b)
     }
     #[inline(always)]
-    fn sub(a: f32, b: f32) -> f32 {
-        ops::Sub::f32(a, b)
+    fn sub(a: T, b: T) -> T {
+        T::xla_sub(a, b)
     }
 }
 
-type Lanes = [f32; LANES];
-
 #[inline(always)]
-fn add_lanes<A: Arith>(a: &mut Lanes, b: &[f32]) {
+fn add_lanes<T: YnnFloat, A: Arith<T>, const N: usize>(a: &mut [T; N], b: &[T]) {
     for (x, &y) in a.iter_mut().zip(b) {
         *x = A::add(*x, y);
     }
 }
 
-/// One chain of 4 vectors from zero: `((0 + v0) + v1) + v2) + v3`.
+/// One chain of 4 vectors of `N` lanes from zero: `((0 + v0) + v1) + v2) + v3`.
 #[inline(always)]
-fn group<A: Arith>(g: &[f32]) -> Lanes {
-    let mut acc = [0f32; LANES];
-    for v in g.chunks_exact(LANES) {
-        add_lanes::<A>(&mut acc, v);
+fn group<T: YnnFloat, A: Arith<T>, const N: usize>(g: &[T]) -> [T; N] {
+    let mut acc = [T::zero(); N];
+    for v in g.chunks_exact(N) {
+        add_lanes::<T, A, N>(&mut acc, v);
     }
     acc
 }
 
 /// The running state of one row: the chunk sums since the last compensated step, the
 /// compensated sum and its compensation.
-struct State {
-    t: Lanes,
-    s: Lanes,
-    c: Lanes,
+struct State<T, const N: usize> {
+    t: [T; N],
+    s: [T; N],
+    c: [T; N],
 }
 
-impl State {
-    fn new() -> State {
-        State {
-            t: [0.0; LANES],
-            s: [0.0; LANES],
-            c: [0.0; LANES],
-        }
+impl<T: YnnFloat, const N: usize> State<T, N> {
+    fn new() -> State<T, N> {
+        let z = [T::zero(); N];
+        State { t: z, s: z, c: z }
     }
 
     /// One compensated step: `t` enters `s`.
-    fn kahan<A: Arith>(&mut self) {
-        for j in 0..LANES {
+    fn kahan<A: Arith<T>>(&mut self) {
+        for j in 0..N {
             let y = A::sub(self.t[j], self.c[j]);
             let n = A::add(self.s[j], y);
             let c = A::sub(A::sub(n, self.s[j]), y);
-            self.c[j] = if c.is_finite() { c } else { 0.0 };
+            self.c[j] = if c.is_finite() { c } else { T::zero() };
             self.s[j] = n;
-            self.t[j] = 0.0;
+            self.t[j] = T::zero();
         }
     }
 }
 
-/// The sum of one row as `sum_k1_fp32_avx512` computes it, before the init value (module
-/// documentation).
-fn row_sum<A: Arith>(x: &[f32]) -> f32 {
-    let mut st = State::new();
+/// The sum of one row as YNNPACK's kernel of `N` lanes computes it, before the init value
+/// (module documentation).
+fn row_sum<T: YnnFloat, A: Arith<T>, const N: usize>(x: &[T]) -> T {
+    let (group_len, chunk_len) = (4 * N, 16 * N);
+    let mut st = State::<T, N>::new();
     let mut done = 0usize;
-    let (chunks, rest) = x.as_chunks::<CHUNK>();
-    for chunk in chunks {
-        let mut sum = group::<A>(&chunk[..GROUP]);
-        for g in chunk[GROUP..].chunks_exact(GROUP) {
-            let next = group::<A>(g);
-            add_lanes::<A>(&mut sum, &next);
+    let mut chunks = x.chunks_exact(chunk_len);
+    for chunk in &mut chunks {
+        let mut sum = group::<T, A, N>(&chunk[..group_len]);
+        for part in chunk[group_len..].chunks_exact(group_len) {
+            let g = group::<T, A, N>(part);
+            add_lanes::<T, A, N>(&mut sum, &g);
         }
-        add_lanes::<A>(&mut st.t, &sum);
-        done += CHUNK;
+        add_lanes::<T, A, N>(&mut st.t, &sum);
+        done += chunk_len;
         if done.is_multiple_of(KAHAN_BLOCK) {
             st.kahan::<A>();
         }
     }
-    let (groups, tail) = rest.as_chunks::<GROUP>();
-    for g in groups {
-        let sum = group::<A>(g);
-        add_lanes::<A>(&mut st.t, &sum);
-        done += GROUP;
+    let mut groups = chunks.remainder().chunks_exact(group_len);
+    // The f64 kernel's pending pair of groups, flushed into `t` every second group.
+    let mut u = [T::zero(); N];
+    for (i, part) in (&mut groups).enumerate() {
+        let g = group::<T, A, N>(part);
+        done += group_len;
+        if T::PAIRED_TAIL {
+            add_lanes::<T, A, N>(&mut u, &g);
+            if i % 2 == 0 {
+                continue;
+            }
+            add_lanes::<T, A, N>(&mut st.t, &u);
+            u = [T::zero(); N];
+        } else {
+            add_lanes::<T, A, N>(&mut st.t, &g);
+        }
         if done.is_multiple_of(KAHAN_BLOCK) {
             st.kahan::<A>();
         }
     }
-    // The tail, padded with zeros to 4 vectors, is `((v0 + 0) + v1) + v2) + v3`; without a
-    // tail the kernel adds a zero vector. Either way `t + g` follows.
-    let mut g = [0f32; LANES];
+    // The tail, padded with zeros to 4 vectors, is `((v0 + 0) + v1) + v2) + v3`. The f32
+    // kernel adds it (or, without a tail, a zero vector) to `t`; the f64 one adds it to its
+    // pending pair and that (or zeros) to `t`.
+    let tail = groups.remainder();
+    let mut g = [T::zero(); N];
     if !tail.is_empty() {
-        let mut padded = [0f32; GROUP];
+        let mut padded = vec![T::zero(); group_len];
         padded[..tail.len()].copy_from_slice(tail);
-        g = padded[..LANES].try_into().unwrap_or([0.0; LANES]);
-        for j in 0..LANES {
-            g[j] = A::add(g[j], 0.0);
+        g.copy_from_slice(&padded[..N]);
+        for x in g.iter_mut() {
+            *x = A::add(*x, T::zero());
         }
-        for v in padded[LANES..].chunks_exact(LANES) {
-            add_lanes::<A>(&mut g, v);
+        for v in padded[N..].chunks_exact(N) {
+            add_lanes::<T, A, N>(&mut g, v);
         }
     }
-    add_lanes::<A>(&mut st.t, &g);
-    let mut r = [0f32; LANES];
-    for j in 0..LANES {
-        r[j] = A::add(A::add(st.s[j], A::sub(st.t[j], st.c[j])), 0.0);
+    if T::PAIRED_TAIL {
+        if !tail.is_empty() {
+            add_lanes::<T, A, N>(&mut u, &g);
+        }
+        add_lanes::<T, A, N>(&mut st.t, &u);
+    } else {
+        add_lanes::<T, A, N>(&mut st.t, &g);
     }
-    let mut w = LANES;
+    let mut r = st.s;
+    for ((r, &t), &c) in r.iter_mut().zip(&st.t).zip(&st.c) {
+        *r = A::add(A::add(*r, A::sub(t, c)), T::zero());
+    }
+    let mut w = N;
     while w > 1 {
         w /= 2;
         for j in 0..w {
@@ -196,26 +259,19 @@ fn row_sum<A: Arith>(x: &[f32]) -> f32 {
 }
 
 /// Whether raw IEEE arithmetic gives XLA:CPU's bits for a sum of `x`: every element is
-/// finite and either zero or at least 2^-103 in magnitude. Such elements are multiples of
-/// 2^-126, and so is every sum, difference and rounding of them, so no operand or result
-/// is ever subnormal (DAZ/FTZ change nothing) and a NaN can only be the default NaN of
-/// ∞ − ∞ (which NaN comes first cannot matter).
-fn raw_is_exact(x: &[f32]) -> bool {
-    const SMALLEST: f32 = 9.860761e-32; // 2^-103
+/// finite and either zero or at least [`YnnFloat::RAW_FROM`] in magnitude (2^-103 for f32).
+/// Such elements are multiples of the smallest normal, and so is every sum, difference and
+/// rounding of them, so no operand or result is ever subnormal (DAZ/FTZ change nothing) and
+/// a NaN can only be the default NaN of ∞ − ∞ (which NaN comes first cannot matter).
+fn raw_is_exact<T: YnnFloat>(x: &[T]) -> bool {
     x.iter().fold(true, |ok, &v| {
-        ok & (v == 0.0 || v.abs() >= SMALLEST) & v.is_finite()
+        ok & (v == T::zero() || v.abs() >= T::RAW_FROM) & v.is_finite()
     })
 }
 
-/// [`row_sum`] with XLA:CPU's rules, run raw where that gives the same bits.
-fn row_value(x: &[f32]) -> f32 {
-    with_wide(|| {
-        if raw_is_exact(x) {
-            row_sum::<Raw>(x)
-        } else {
-            row_sum::<Xla>(x)
-        }
-    })
+/// The row's sum with XLA:CPU's rules, run raw where that gives the same bits.
+fn row_value<T: YnnFloat>(x: &[T]) -> T {
+    with_wide(|| T::row(x, raw_is_exact(x)))
 }
 
 /// The tiles (contiguous runs, in memory order) of a reduced region of `dims` (outermost
@@ -224,8 +280,8 @@ fn row_value(x: &[f32]) -> f32 {
 /// the area left is whole and divides it; the first that does not is cut into runs of the
 /// area left (at least 1) positions, and every dimension outside it into single positions.
 /// So a tile is a run of whole inner rows.
-fn tiles(dims: &[usize]) -> Option<Vec<Range<usize>>> {
-    let mut area = TILE;
+fn tiles(dims: &[usize], elem_bytes: usize) -> Option<Vec<Range<usize>>> {
+    let mut area = TILE_BYTES / elem_bytes;
     let mut inner = 1usize;
     for (k, &d) in dims.iter().enumerate().rev() {
         if d <= area {
@@ -250,26 +306,31 @@ fn tiles(dims: &[usize]) -> Option<Vec<Range<usize>>> {
 
 /// The sums of `rows` rows of `red` contiguous elements each (`v` row-major, the reduced
 /// region of `red_dims` innermost), each plus `init`, as XLA:CPU's YNNPACK sums them.
-pub(crate) fn ynn_sum_rows(v: &[f32], rows: usize, red_dims: &[usize], init: f32) -> Vec<f32> {
+pub(crate) fn ynn_sum_rows<T: YnnFloat>(
+    v: &[T],
+    rows: usize,
+    red_dims: &[usize],
+    init: T,
+) -> Vec<T> {
     let red: usize = red_dims.iter().product();
     let tiles = if rows <= SPLIT_MAX_ROWS {
-        tiles(red_dims)
+        tiles(red_dims, std::mem::size_of::<T>())
     } else {
         None
     };
-    let one = |r: usize| -> f32 {
+    let one = |r: usize| -> T {
         let row = &v[r * red..(r + 1) * red];
         let value = match &tiles {
             None => row_value(row),
             Some(tiles) => {
-                let parts: Vec<f32> = tiles
+                let parts: Vec<T> = tiles
                     .par_iter()
-                    .map(|t| ops::Add::f32(row_value(&row[t.clone()]), 0.0))
+                    .map(|t| T::xla_add(row_value(&row[t.clone()]), T::zero()))
                     .collect();
                 row_value(&parts)
             }
         };
-        ops::Add::f32(value, init)
+        T::xla_add(value, init)
     };
     if rows.saturating_mul(red) >= PARALLEL_WORK && rows >= 2 {
         (0..rows).into_par_iter().with_min_len(4).map(one).collect()
@@ -294,8 +355,8 @@ mod tests {
         x[0] = BIG;
         x[1024] = 1.0;
         x[2048] = 1.0;
-        assert_eq!(row_sum::<Xla>(&x), BIG + 2.0);
-        assert_eq!(row_sum::<Raw>(&x), BIG + 2.0);
+        assert_eq!(row_sum::<f32, Xla, 16>(&x), BIG + 2.0);
+        assert_eq!(row_sum::<f32, Raw, 16>(&x), BIG + 2.0);
     }
 
     /// Lanes are added by halving: lane 1 meets lane 9 before lane 0 (2^24): 1 + 1 = 2 is
@@ -306,13 +367,13 @@ mod tests {
         x[0] = BIG;
         x[1] = 1.0;
         x[9] = 1.0;
-        assert_eq!(row_sum::<Xla>(&x), BIG + 2.0);
+        assert_eq!(row_sum::<f32, Xla, 16>(&x), BIG + 2.0);
         // Lane 8 meets lane 0 first: its 1 is lost, lane 1's too at the end.
         let mut y = vec![0f32; 32];
         y[0] = BIG;
         y[8] = 1.0;
         y[1] = 1.0;
-        assert_eq!(row_sum::<Xla>(&y), BIG);
+        assert_eq!(row_sum::<f32, Xla, 16>(&y), BIG);
     }
 
     /// A chain of 4 vectors, then chains of chains: within a chunk the 4 groups are summed
@@ -324,20 +385,20 @@ mod tests {
         x[0] = BIG;
         x[64] = 1.0;
         x[128] = 1.0;
-        assert_eq!(row_sum::<Xla>(&x), BIG);
+        assert_eq!(row_sum::<f32, Xla, 16>(&x), BIG);
         // The same ones inside one group (elements 16 and 32 are its vectors 1 and 2) are
         // added to 2^24 one at a time as well.
         let mut y = vec![0f32; 256];
         y[0] = BIG;
         y[16] = 1.0;
         y[32] = 1.0;
-        assert_eq!(row_sum::<Xla>(&y), BIG);
+        assert_eq!(row_sum::<f32, Xla, 16>(&y), BIG);
         // In the tail (fewer than 64 left after a group) they form their own group: 2.
         let mut z = vec![0f32; 64 + 40];
         z[0] = BIG;
         z[64] = 1.0;
         z[80] = 1.0;
-        assert_eq!(row_sum::<Xla>(&z), BIG + 2.0);
+        assert_eq!(row_sum::<f32, Xla, 16>(&z), BIG + 2.0);
     }
 
     /// Subnormal elements are read as zeros (DAZ), as everywhere in XLA:CPU.
@@ -362,19 +423,40 @@ mod tests {
         assert!(row_value(&x).is_nan());
     }
 
+    /// The f64 kernel adds the groups after its chunks in pairs: a chunk of 128 puts 2^53 in
+    /// `t`, then two groups of 32 with a one each in lane 0 are summed first (2) and added to
+    /// `t` exactly; added one by one, both would be lost.
+    #[test]
+    fn f64_groups_after_the_chunks_enter_in_pairs() {
+        let big = 9_007_199_254_740_992.0f64; // 2^53
+        let mut x = vec![0f64; 192];
+        x[0] = big;
+        x[128] = 1.0;
+        x[160] = 1.0;
+        assert_eq!(row_sum::<f64, Xla, 8>(&x), big + 2.0);
+        assert_eq!(row_value(&x), big + 2.0);
+        // The f32 kernel adds them one by one: 2^24 keeps neither.
+        let mut y = vec![0f32; 256 + 128];
+        y[0] = BIG;
+        y[256] = 1.0;
+        y[320] = 1.0;
+        assert_eq!(row_value(&y), BIG);
+    }
+
     #[test]
     fn tiles_are_runs_of_whole_inner_rows() {
-        assert_eq!(tiles(&[64, 64]), None);
-        assert_eq!(tiles(&[32768]), None);
+        assert_eq!(tiles(&[64, 64], 4), None);
+        assert_eq!(tiles(&[32768], 4), None);
+        assert_eq!(tiles(&[16384], 8), None);
         assert_eq!(
-            tiles(&[100_003]),
+            tiles(&[100_003], 4),
             Some(vec![0..32768, 32768..65536, 65536..98304, 98304..100_003])
         );
         // 32768 / 300 = 109 rows of 300 per tile.
-        assert_eq!(tiles(&[200, 300]), Some(vec![0..32700, 32700..60000]));
+        assert_eq!(tiles(&[200, 300], 4), Some(vec![0..32700, 32700..60000]));
         // An inner dimension longer than a tile: every outer position on its own.
         assert_eq!(
-            tiles(&[2, 40000]),
+            tiles(&[2, 40000], 4),
             Some(vec![0..32768, 32768..40000, 40000..72768, 72768..80000])
         );
     }
