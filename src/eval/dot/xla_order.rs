@@ -95,7 +95,7 @@ pub(crate) enum Kernel {
     /// M = N = 1: XLA's simplifier rewrites the dot into `reduce(multiply(lhs, rhs), add)`,
     /// so the products are rounded and summed in `reduce`'s order ([`dot_products`], not
     /// [`sgemm`]): tree-rewritten below 4096 products in all (batches included), YNNPACK's
-    /// sum from there (`reduce::ynn_sum`; measured for f32, bf16 and f16 operands, the
+    /// sum from there (`reduce::ynn`; measured for f32, bf16 and f16 operands, the
     /// products widened).
     DotProduct,
 }

@@ -10,21 +10,17 @@
 //! reduced in windows of 32, repeatedly, then the rest sequentially in row-major order;
 //! bf16/f16 reducers round after every step. This covers bf16, f16 and complex reductions,
 //! general reducer computations, and f32/f64 ones below 4096 input elements. XLA:CPU hands
-//! f32/f64 `add` reductions of at least 4096 elements to YNNPACK: those over the innermost
-//! dimensions are summed in YNNPACK's order, bit for bit ([`ynn_sum`]); the others (reduced
-//! dimensions that are not innermost, which YNNPACK's other kernel sums) pairwise down to
-//! leaves of 512 elements folded in 8 interleaved accumulators (chunks on separate threads
-//! for large inputs), an O(log n)-ulp error. Variadic reduces are
+//! f32/f64 `add` reductions of at least 4096 elements to YNNPACK, whose order is reproduced
+//! bit for bit over any set of reduced dimensions ([`ynn`]). Variadic reduces are
 //! sequential in row-major order (XLA does not rewrite them).
 //! Integer, pred, max and min reductions are exact in any order.
 
 pub(crate) mod native;
-mod raw_sum;
 pub(crate) mod scalar;
 mod simplified;
 pub(crate) mod tree;
 mod window;
-mod ynn_sum;
+mod ynn;
 
 #[cfg(test)]
 mod tests;
@@ -238,17 +234,15 @@ pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value], simplified:
             let order_free =
                 !ty.is_float() && !ty.is_complex() || matches!(op, NOp::Max | NOp::Min);
             let tree = !order_free && !tree::offloaded_to_ynn(ty, op == NOp::Add, n_in, dims.len());
-            if !tree && !order_free && red_contiguous {
-                // YNNPACK's f32/f64 sum over the innermost dimensions, in its order.
-                let red_dims: Vec<usize> = red.iter().map(|&d| usz(d)).collect();
-                let rows = kept_off.len();
+            if !tree && !order_free {
+                // YNNPACK's f32/f64 sum, in its order.
                 let data = match (&inputs[0].data, &inits[0].data) {
                     (ArrayData::F32(v), ArrayData::F32(i)) => i
                         .first()
-                        .map(|&i| Native::into_data(ynn_sum::ynn_sum_rows(v, rows, &red_dims, i))),
+                        .map(|&i| Native::into_data(ynn::ynn_reduce(v, &sizes, &reduced, i))),
                     (ArrayData::F64(v), ArrayData::F64(i)) => i
                         .first()
-                        .map(|&i| Native::into_data(ynn_sum::ynn_sum_rows(v, rows, &red_dims, i))),
+                        .map(|&i| Native::into_data(ynn::ynn_reduce(v, &sizes, &reduced, i))),
                     _ => None,
                 };
                 if let Some(data) = data {
@@ -372,7 +366,7 @@ fn native_reduce(
 ) -> Result<ArrayData, EvalError> {
     with_native_data!(input, v => {
         let init = typed_scalar(v, init)?;
-        Ok(with_nop!(op, _, f => Native::into_data(reduce_typed(v, init, kept, red, f, op))))
+        Ok(with_nop!(op, _, f => Native::into_data(reduce_typed(v, init, kept, red, f))))
     }, else => err("internal: no native arithmetic for this element type"))
 }
 
@@ -389,7 +383,6 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
     kept: &[usize],
     red: Reduced<'_>,
     f: F,
-    op: NOp,
 ) -> Vec<T> {
     let n = red.len();
     let one = |base: usize| -> T {
@@ -411,7 +404,7 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
             return acc;
         }
         let total = match red {
-            Reduced::Contiguous(_) => fold_slice(&v[base..base + n], f, op),
+            Reduced::Contiguous(_) => fold_slice(&v[base..base + n], f),
             Reduced::Offsets(o) => fold_indexed(v, base, o, f),
         };
         f(init, total)
@@ -425,14 +418,14 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
         let parts: Vec<T> = match red {
             Reduced::Contiguous(_) => v[base..base + n]
                 .par_chunks(PARALLEL_CHUNK)
-                .map(|ch| fold_slice(ch, f, op))
+                .map(|ch| fold_slice(ch, f))
                 .collect(),
             Reduced::Offsets(o) => o
                 .par_chunks(PARALLEL_CHUNK)
                 .map(|ch| fold_indexed(v, base, ch, f))
                 .collect(),
         };
-        vec![f(init, fold_slice(&parts, f, op))]
+        vec![f(init, fold_slice(&parts, f))]
     } else {
         kept.iter().map(|&b| one(b)).collect()
     }
@@ -440,14 +433,14 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
 
 /// The row sums from 0 of the row-major `[rows, n]` f32 array `v`, exactly as XLA:CPU's
 /// `reduce` over the last dimension with an `add` reducer gives them: in the tree order
-/// ([`tree`]), or YNNPACK's ([`ynn_sum`]) from 4096 elements in all. For the products XLA
+/// ([`tree`]), or YNNPACK's ([`ynn`]) from 4096 elements in all. For the products XLA
 /// rewrites into such a reduce (a dot of two vectors, per batch).
 pub(crate) fn sum_rows_f32(v: &[f32], (rows, n): (usize, usize)) -> Vec<f32> {
     if n == 0 {
         return vec![0.0; rows];
     }
     if tree::offloaded_to_ynn(ElementType::F32, true, rows * n, 1) {
-        return ynn_sum::ynn_sum_rows(v, rows, &[n], 0.0);
+        return ynn::ynn_reduce(v, &[rows, n], &[false, true], 0.0);
     }
     tree::tree_reduce_native(v, &[rows, n], &[false, true], 0.0, <f32 as Native>::add)
 }
@@ -467,14 +460,15 @@ const LANES: usize = 8;
 
 /// Pairwise fold of a non-empty slice: halves down to [`LANE_LEAF`] elements, each folded
 /// lane-wise (element i into accumulator i mod [`LANES`]) and the lanes combined pairwise.
-/// About log2(n/512) + 6 roundings deep, like YNNPACK's vectorised sums it stands in for.
-/// `f` is `op`'s native function; a leaf runs [`Native::fast_leaf`] when it has one.
-fn fold_slice<T: Native, F: Fn(T, T) -> T + Copy>(s: &[T], f: F, op: NOp) -> T {
+/// Only for reducers exact in any order (integers, max, min): every float sum XLA:CPU
+/// computes has an order of its own ([`tree`], [`ynn`]). `f` is the reducer's native
+/// function.
+fn fold_slice<T: Native, F: Fn(T, T) -> T + Copy>(s: &[T], f: F) -> T {
     if s.len() > LANE_LEAF {
         let h = s.len() / 2;
-        return f(fold_slice(&s[..h], f, op), fold_slice(&s[h..], f, op));
+        return f(fold_slice(&s[..h], f), fold_slice(&s[h..], f));
     }
-    crate::eval::elementwise::with_wide(|| T::fast_leaf(op, s).unwrap_or_else(|| fold_leaf(s, f)))
+    crate::eval::elementwise::with_wide(|| fold_leaf(s, f))
 }
 
 /// One leaf of [`fold_slice`] (at most [`LANE_LEAF`] elements, at least one).

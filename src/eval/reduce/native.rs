@@ -57,13 +57,6 @@ pub(crate) trait Native: Copy + Send + Sync + 'static {
     fn and(a: Self, b: Self) -> Self;
     fn or(a: Self, b: Self) -> Self;
     fn xor(a: Self, b: Self) -> Self;
-    /// The exact leaf fold of `s` by `op`, computed a faster way, or `None` when there is
-    /// none for this type and op or it declined `s`: the f32/f64 sum
-    /// ([`raw_sum`](super::raw_sum)).
-    #[inline(always)]
-    fn fast_leaf(_op: NOp, _s: &[Self]) -> Option<Self> {
-        None
-    }
     /// Wraps a vector of this type in its [`ArrayData`] variant.
     fn into_data(v: Vec<Self>) -> ArrayData;
     /// The typed vector inside `d` when `d` has this storage type.
@@ -179,15 +172,9 @@ impl Native for bool {
 /// compiles a reducer into the same code as the elementwise op: oracle fixtures
 /// subnormal_reduce, subnormal_reduce_window, subnormal_scatter, subnormal_map).
 macro_rules! native_float {
-    ($($t:ty => $var:ident $(, fast_leaf = $fast:path)?);*) => {$(
+    ($($t:ty => $var:ident);*) => {$(
         impl Native for $t {
             data_variant!($t, $var);
-            $(
-            #[inline(always)]
-            fn fast_leaf(op: NOp, s: &[Self]) -> Option<Self> {
-                $fast(op, s)
-            }
-            )?
             fn supports(op: NOp) -> bool {
                 matches!(op, NOp::Add | NOp::Mul | NOp::Max | NOp::Min)
             }
@@ -202,8 +189,8 @@ macro_rules! native_float {
     )*};
 }
 native_float!(
-    f32 => F32, fast_leaf = super::raw_sum::fast_leaf;
-    f64 => F64, fast_leaf = super::raw_sum::fast_leaf;
+    f32 => F32;
+    f64 => F64;
     f16 => F16;
     bf16 => BF16
 );

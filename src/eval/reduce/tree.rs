@@ -30,7 +30,7 @@ pub(crate) const TREE_WINDOW: usize = 32;
 const YNN_MIN_ELEMENTS: usize = 4096;
 
 /// Whether XLA:CPU executes this reduce with YNNPACK (which sums in its own vectorised
-/// order, `ynn_sum`) instead of tree-rewriting it: a single f32 or f64
+/// order, `ynn`) instead of tree-rewriting it: a single f32 or f64
 /// input reduced by `add(p0, p1)` over at least one dimension, with at least
 /// [`YNN_MIN_ELEMENTS`] input elements (`IsReduceLikeOpSupportedByYnn`). bf16 and f16 adds
 /// are not offloaded (XLA:CPU first rewrites a bf16 reducer to f32 with a rounding after
