@@ -97,6 +97,10 @@ fn unfused() -> EvalOptions {
 fn reduce(c: &mut Criterion) {
     let t = module_text("models/hlo/bench_reduce_16m.hlo");
     bench_module(c, "reduce_sum_16m_f32", &t, 10);
+    // The same 16M elements as 4096 columns summed over 4096 rows (a bias gradient): YNNPACK's
+    // column kernel in 512 tiles of 8 rows, then one more pass over the 512 partials.
+    let t = module_text("models/hlo/bench_reduce_columns_16m.hlo");
+    bench_module(c, "reduce_columns_16m_f32", &t, 10);
 }
 
 fn dot(c: &mut Criterion) {
