@@ -13,12 +13,14 @@
 //!   left, every outer one into single positions), each reduced into a partial result from
 //!   zero, the partials reduced again with the init value. Its scheduler (`make_schedule`)
 //!   then walks the dimensions outermost first and runs a cut dimension's tiles in parallel
-//!   only while fewer than `2 × threads` tasks are in sight; a cut dimension met after that
-//!   is a serial loop, and a serial loop is not cut at all ([`schedule`]): it is summed whole
-//!   into the first of its partials, and its other partials stay zero (they are still
-//!   summed in the second reduce, which shows in its order). Read off the kernel calls
-//!   themselves (breakpoints on `sum_kn_fp32_avx512` and `sum_k1_fp32_avx512` under gdb).
-//!   XLA:CPU on one thread never cuts; hlosim copies a host with two threads.
+//!   only while fewer than `2 × threads` tasks are in sight; a cut met after that is a serial
+//!   loop, and a serial loop with no parallel one inside it is not cut at all
+//!   ([`schedule`]): that dimension is summed whole into the first of its partials, and its
+//!   other partials stay zero (they are still summed in the second reduce, which shows in its
+//!   order). The second reduce's loops over reduced dimensions are serial and follow the same
+//!   rule. Read off the kernel calls themselves (gdb breakpoints on `sum_kn_fp32_avx512` and
+//!   `sum_k1_fp32_avx512` printing their arguments). XLA:CPU on one thread never cuts;
+//!   hlosim copies a host with two threads.
 //!
 //! Every step obeys XLA:CPU's denormal rules (DAZ/FTZ are set while YNNPACK runs too) and
 //! keeps the first operand's NaN; a fast path adds raw where those rules cannot change a bit
@@ -110,9 +112,10 @@ pub(crate) fn ynn_reduce<T: YnnFloat>(
 }
 
 /// The reduce without partial results: every output starts from `init`. Its loops over
-/// reduced dimensions are serial and step by YNNPACK's split factors: where those cut a
-/// reduced dimension (the second reduce of a split, over many partials), the driver runs on
-/// each tile in turn (outer dimensions slowest), each call adding to the outputs.
+/// reduced dimensions are serial and step by YNNPACK's split factors where [`schedule`]
+/// keeps the cut (a parallel loop inside them; seen in the second reduce of a split over
+/// many partials): the driver then runs on each tile in turn (outer dimensions slowest), each
+/// call adding to the outputs.
 fn reduce_whole<T: YnnFloat>(v: &[T], dims: &[usize], reduced: &[bool], init: T) -> Vec<T> {
     let kept: Vec<usize> = (0..dims.len())
         .filter(|&i| !reduced[i])

@@ -207,3 +207,91 @@ pub(super) fn raw_ok<T: YnnFloat>(v: &[T]) -> bool {
         raw_is_exact(v)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The boxes of a whole row-major array of `dims` reduced over `reduced` (outputs
+    /// row-major over the kept dimensions).
+    fn whole(dims: &[usize], reduced: &[bool]) -> Vec<Dim> {
+        let mut a_stride = 1;
+        let mut c_stride = 1;
+        let mut out: Vec<Dim> = dims
+            .iter()
+            .zip(reduced)
+            .rev()
+            .map(|(&extent, &reduced)| {
+                let d = Dim {
+                    extent,
+                    a_stride,
+                    c_stride: if reduced { 0 } else { c_stride },
+                    reduced,
+                };
+                a_stride *= extent;
+                if !reduced {
+                    c_stride *= extent;
+                }
+                d
+            })
+            .collect();
+        out.reverse();
+        out
+    }
+
+    /// A bias gradient: the `kn` kernel over all rows, no loops.
+    #[test]
+    fn columns_of_a_kept_innermost_dimension() {
+        let p = Plan::new(&whole(&[300, 64], &[true, false]));
+        assert!(p.columns);
+        assert_eq!(
+            (p.k1, p.k2, p.k2_stride, p.n, p.n_stride),
+            (1, 300, 64, 64, 1)
+        );
+        assert!(p.kept_loops.is_empty() && p.red_loops.is_empty());
+    }
+
+    /// [2, 64, 3, 100] over {0, 3}: rows of 100, the two kept dimensions merged into 192
+    /// outputs 100 apart, dimension 0 the loop around the kernel.
+    #[test]
+    fn reduced_dimensions_on_both_sides() {
+        let p = Plan::new(&whole(&[2, 64, 3, 100], &[true, false, false, true]));
+        assert!(!p.columns);
+        assert_eq!(
+            (p.k1, p.k2, p.k2_stride, p.n, p.n_stride),
+            (100, 2, 19200, 192, 100)
+        );
+        assert!(p.kept_loops.is_empty() && p.red_loops.is_empty());
+    }
+
+    /// [3, 4, 5, 6, 300] over {0, 2, 4}: rows of 300, 6 outputs, a loop of 5 around the
+    /// kernel; dimension 1 cannot join the outputs (not contiguous in the input) and
+    /// dimension 0 cannot join the loop: both become outer loops.
+    #[test]
+    fn what_cannot_merge_becomes_an_outer_loop() {
+        let p = Plan::new(&whole(
+            &[3, 4, 5, 6, 300],
+            &[true, false, true, false, true],
+        ));
+        assert_eq!(
+            (p.k1, p.k2, p.k2_stride, p.n, p.n_stride),
+            (300, 5, 1800, 6, 300)
+        );
+        assert_eq!(
+            p.kept_loops,
+            vec![Loop {
+                extent: 4,
+                a_stride: 9000,
+                c_stride: 6
+            }]
+        );
+        assert_eq!(
+            p.red_loops,
+            vec![Loop {
+                extent: 3,
+                a_stride: 36000,
+                c_stride: 0
+            }]
+        );
+    }
+}
