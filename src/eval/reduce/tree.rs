@@ -82,8 +82,8 @@ fn next_level(dims: &[usize], reduced: &[bool]) -> Option<Level> {
     Some(level)
 }
 
-/// Row-major strides of `dims`.
-fn row_major_strides(dims: &[usize]) -> Vec<usize> {
+/// Row-major strides of `dims` (in elements).
+pub(super) fn row_major_strides(dims: &[usize]) -> Vec<usize> {
     let mut st = vec![1usize; dims.len()];
     for d in (0..dims.len().saturating_sub(1)).rev() {
         st[d] = st[d + 1] * dims[d + 1];

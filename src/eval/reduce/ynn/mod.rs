@@ -31,6 +31,7 @@ mod k1;
 mod kn;
 mod plan;
 
+use super::tree::row_major_strides as row_major;
 pub(crate) use arith::YnnFloat;
 use plan::{Dim, Plan};
 use rayon::prelude::*;
@@ -203,15 +204,6 @@ fn schedule(dims: &[usize], mut factors: Vec<usize>, serial: &[bool]) -> Vec<usi
         *f = d;
     }
     factors
-}
-
-/// Row-major strides (in elements) of `dims`.
-fn row_major(dims: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; dims.len()];
-    for i in (0..dims.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * dims[i + 1];
-    }
-    s
 }
 
 /// Every index of a box of extents `dims`, row-major.
