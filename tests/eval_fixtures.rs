@@ -21,8 +21,9 @@
 //! A fixture whose `meta.json` says `"bit_exact": true` is compared in the exact class
 //! whatever its outputs depend on (the dots of `tools/fixtures/fx_dot_order.py`, summed in
 //! XLA:CPU's order). Its `"xla_host"` names the kind of host the oracle ran on
-//! (`XlaCpuHost`, `gen_eval.py` records it); the evaluator copies that host's orders, so the
-//! fixtures pass on any machine.
+//! (`XlaCpuHost`, `gen_eval.py` records it), and its `"xla_threads"` the threads of the
+//! oracle's intra-op pool (2 where absent); the evaluator copies that host's orders on that
+//! many threads, so the fixtures pass on any machine.
 //!
 //! "rel r" means |got − want| ≤ r·(|want| + max|want| of that output) (an allclose whose
 //! absolute part scales with the output, since summation order differs). In every class NaN
@@ -33,7 +34,7 @@
 //! Environment: `HLOSIM_FIXTURES=DIR` reads fixtures from another directory (local work
 //! only). A failing fixture reports its stage, output and worst element.
 
-use hlosim::eval::{EvalOptions, Evaluator, Value, XlaCpuHost};
+use hlosim::eval::{EvalOptions, Evaluator, Value, XlaCpu, XlaCpuHost};
 use hlosim::hlo::{
     parse_module, print_module, verify_module, ArrayData, ArrayLiteral, CompId, ElementType,
     InstrId, Module, Opcode,
@@ -346,13 +347,20 @@ struct Meta {
     /// `"xla_host"`: the kind of host the oracle ran on (`XlaCpuHost::name`), whose orders the
     /// evaluator copies; absent, the AVX-512 host every earlier fixture was recorded on.
     xla_host: XlaCpuHost,
+    /// `"xla_threads"`: the threads of the oracle's intra-op pool (`PJRT_NPROC`, or the CPUs
+    /// it ran on); absent, the 2 of the machines every earlier fixture was recorded on.
+    xla_threads: usize,
 }
+
+/// The intra-op threads of the oracle where a fixture does not say (two CPUs).
+const RECORDING_THREADS: usize = 2;
 
 fn read_meta(dir: &Path) -> Result<Meta, String> {
     let Ok(text) = std::fs::read_to_string(dir.join("meta.json")) else {
         return Ok(Meta {
             bit_exact: false,
             xla_host: XlaCpuHost::Avx512,
+            xla_threads: RECORDING_THREADS,
         });
     };
     let meta: serde_json::Value =
@@ -362,9 +370,18 @@ fn read_meta(dir: &Path) -> Result<Meta, String> {
         Some(name) => XlaCpuHost::from_name(name)
             .ok_or_else(|| format!("meta.json: unknown xla_host {name:?}"))?,
     };
+    let xla_threads = match &meta["xla_threads"] {
+        serde_json::Value::Null => RECORDING_THREADS,
+        n => n
+            .as_u64()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| format!("meta.json: xla_threads {n} is not a count of threads"))?
+            as usize,
+    };
     Ok(Meta {
         bit_exact: meta["bit_exact"].as_bool().unwrap_or(false),
         xla_host,
+        xla_threads,
     })
 }
 
@@ -397,7 +414,10 @@ fn run_fixture(dir: &Path, deviation: Option<&Deviation>) -> Result<usize, Strin
         .collect();
     let meta = read_meta(dir)?;
     let options = EvalOptions {
-        xla_host: meta.xla_host,
+        xla: XlaCpu {
+            host: meta.xla_host,
+            threads: meta.xla_threads,
+        },
         ..EvalOptions::default()
     };
     let result = Evaluator::with_options(&m, options)

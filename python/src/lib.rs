@@ -24,7 +24,9 @@ use hlosim::device::{execute_on_device, DeviceConfig};
 use hlosim::diff::{self, Against, DiffOptions, DiffReport, InputOptions, Tolerances};
 use hlosim::eval::memory::MemoryBudget;
 use hlosim::eval::replicas::run_with_budget;
-use hlosim::eval::{DotAccumulation, EvalOptions, Evaluator, Replica, Value, XlaCpuHost};
+use hlosim::eval::{
+    intra_op_threads, DotAccumulation, EvalOptions, Evaluator, Replica, Value, XlaCpu, XlaCpuHost,
+};
 use hlosim::hlo::{ArrayLiteral, ArrayShape, ElementType, Module, Shape};
 use hlosim::passes::{PassManager, NEURON_PIPELINE};
 use pyo3::prelude::*;
@@ -543,7 +545,7 @@ fn budget(max_memory: Option<u64>) -> Arc<MemoryBudget> {
 #[pyfunction]
 #[pyo3(signature = (module, args, *, mode, passes, machine_name, replicas, auto_cast_mode,
     auto_cast_type, stochastic_rounding_seed, chooser_name, max_memory, max_iterations,
-    excess_precision, fma_contraction, dot_accumulation, xla_host, fusion))]
+    excess_precision, fma_contraction, dot_accumulation, xla_host, xla_threads, fusion))]
 #[allow(clippy::too_many_arguments)]
 fn run<'py>(
     py: Python<'py>,
@@ -563,6 +565,7 @@ fn run<'py>(
     fma_contraction: bool,
     dot_accumulation: &str,
     xla_host: &str,
+    xla_threads: Option<usize>,
     fusion: bool,
 ) -> PyResult<Vec<Vec<PyOut<'py>>>> {
     let err = |e: Error| e.into_py(py);
@@ -592,6 +595,15 @@ fn run<'py>(
                 XlaCpuHost::ALL.map(|h| format!("'{h}'")).join(", ")
             )))
         })?,
+    };
+    let xla_threads = match xla_threads {
+        None => intra_op_threads(),
+        Some(0) => {
+            return Err(err(Error::Value(
+                "xla_threads must be at least 1".to_string(),
+            )))
+        }
+        Some(n) => n,
     };
     let machine = match &machine_name {
         Some(m) => machine(m).map_err(err)?,
@@ -626,7 +638,10 @@ fn run<'py>(
         fusion,
         in_place: fusion,
         dot_accumulation,
-        xla_host,
+        xla: XlaCpu {
+            host: xla_host,
+            threads: xla_threads,
+        },
         ..EvalOptions::default()
     };
     let max_iterations =

@@ -224,3 +224,20 @@ def test_xla_host_picks_whose_convolution_order_is_copied():
     np.testing.assert_allclose(avx512, want, rtol=1e-5, atol=1e-4 * np.abs(want).max())
     with pytest.raises(ValueError, match="xla_host must be"):
         hlosim.run(m, [x, k], xla_host="skylake")
+
+
+def test_xla_threads_picks_how_many_threads_xla_cpu_runs_on():
+    # Recorded with XLA:CPU's pool at 8 threads (PJRT_NPROC=8): YNNPACK cuts the 6 rows into
+    # tiles, which it does not on 2 threads (tools/fixtures/fx_ynn_sum.py).
+    d = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "eval"
+    d = d / "reduce_ynn_threads_8_rows"
+    m = hlosim.parse(d.joinpath("module.hlo").read_text())
+    x = np.load(d / "args.npz")["arg0"]
+    want = np.load(d / "expected.npz")["out0"]
+    (eight,) = hlosim.run(m, [x], xla_threads=8)
+    (two,) = hlosim.run(m, [x], xla_threads=2)
+    assert np.array_equal(eight.view(np.uint32), want.view(np.uint32))
+    assert not np.array_equal(two.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_allclose(two, want, rtol=1e-5)
+    with pytest.raises(ValueError, match="xla_threads must be at least 1"):
+        hlosim.run(m, [x], xla_threads=0)

@@ -19,7 +19,9 @@ use hlosim::device::{
 };
 use hlosim::eval::memory::MemoryBudget;
 use hlosim::eval::replicas::run_placed;
-use hlosim::eval::{DotAccumulation, EvalOptions, Evaluator, Replica, Value, XlaCpuHost};
+use hlosim::eval::{
+    intra_op_threads, DotAccumulation, EvalOptions, Evaluator, Replica, Value, XlaCpu, XlaCpuHost,
+};
 use hlosim::io::npz::{
     read_args, read_device_args_range, write_device_block_outputs, write_device_outputs,
     write_outputs, ArgSource,
@@ -114,6 +116,13 @@ pub struct Args {
     /// CPU has it). `auto` takes the CPU hlosim runs on, the one a user's XLA:CPU would run on.
     #[arg(long, value_enum, default_value = "auto")]
     pub xla_host: XlaHostArg,
+    /// Reference mode: the threads of the XLA:CPU intra-op pool whose summation orders are
+    /// copied. YNNPACK cuts a large f32/f64 sum into tiles, and Eigen shares a contraction,
+    /// according to the thread count, so the bits of a sum can differ between a 2-CPU and a
+    /// 64-CPU machine. By default the count XLA:CPU would take here: PJRT_NPROC, else NPROC,
+    /// else the CPUs this process may run on.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub xla_threads: Option<u32>,
     /// Reference mode: evaluate every instruction on its own, with a new buffer per result.
     /// By default runs of elementwise instructions are evaluated fused, tile by tile, and an
     /// elementwise result may take over the buffer of an operand that dies with it (same
@@ -344,6 +353,9 @@ fn prepare(a: &Args, announce: bool) -> Result<(hlosim::hlo::Module, Machine, us
     if a.xla_host != XlaHostArg::Auto && a.mode == Mode::Device {
         note("--xla-host only affects --mode reference; ignored");
     }
+    if a.xla_threads.is_some() && a.mode == Mode::Device {
+        note("--xla-threads only affects --mode reference; ignored");
+    }
     if a.mode == Mode::Reference && a.auto_cast.is_given() {
         note("--auto-cast options only affect --mode device; ignored");
     }
@@ -475,11 +487,14 @@ fn eval_options(a: &Args) -> EvalOptions {
             DotAccumulationArg::XlaCpu => DotAccumulation::XlaCpu,
             DotAccumulationArg::F64 => DotAccumulation::F64,
         },
-        xla_host: match a.xla_host {
-            XlaHostArg::Auto => XlaCpuHost::detect(),
-            XlaHostArg::Avx512 => XlaCpuHost::Avx512,
-            XlaHostArg::SapphireRapids => XlaCpuHost::SapphireRapids,
-            XlaHostArg::SapphireRapidsNoAmx => XlaCpuHost::SapphireRapidsNoAmx,
+        xla: XlaCpu {
+            host: match a.xla_host {
+                XlaHostArg::Auto => XlaCpuHost::detect(),
+                XlaHostArg::Avx512 => XlaCpuHost::Avx512,
+                XlaHostArg::SapphireRapids => XlaCpuHost::SapphireRapids,
+                XlaHostArg::SapphireRapidsNoAmx => XlaCpuHost::SapphireRapidsNoAmx,
+            },
+            threads: a.xla_threads.map_or_else(intra_op_threads, |n| n as usize),
         },
         ..EvalOptions::default()
     }

@@ -36,7 +36,7 @@ pub mod xla_host;
 pub use options::{DotAccumulation, EvalOptions};
 pub use replicas::{run_on_devices, Replica};
 pub use stats::{EvalStats, MemoryFigures, StatsSink, TimeFamily};
-pub use xla_host::XlaCpuHost;
+pub use xla_host::{intra_op_threads, XlaCpu, XlaCpuHost};
 
 use crate::hlo::{
     ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode, Shape,
@@ -1060,12 +1060,10 @@ pub fn dispatch(
                 ops,
                 ev.options.dot_accumulation,
                 &folded,
-                ev.options.xla_host,
+                ev.options.xla,
             )
         }
-        O::Convolution => {
-            dot::convolution(ins, ops, ev.options.dot_accumulation, ev.options.xla_host)
-        }
+        O::Convolution => dot::convolution(ins, ops, ev.options.dot_accumulation, ev.options.xla),
         O::Gather => gather_scatter::gather(ins, ops),
         O::Scatter => gather_scatter::scatter(ev, ins, ops),
         O::Sort => sort::sort(ev, ins, ops),

@@ -2,7 +2,7 @@
 //! two differ: each field is one rule of XLA:CPU's pipeline that changes numerics, modelled
 //! in its own module.
 
-use super::xla_host::XlaCpuHost;
+use super::xla_host::XlaCpu;
 
 /// Options that select between XLA's semantics as written and XLA:CPU's defaults where the
 /// two differ.
@@ -29,9 +29,10 @@ pub struct EvalOptions {
     /// How f32, bf16 and f16 dot and convolution results are summed (see
     /// [`DotAccumulation`]).
     pub dot_accumulation: DotAccumulation,
-    /// The XLA:CPU host whose LLVM code generation the summation orders copy where they
-    /// depend on the CPU (see [`super::xla_host`]); by default the host hlosim runs on.
-    pub xla_host: XlaCpuHost,
+    /// The XLA:CPU whose summation orders are copied where they depend on the machine: its
+    /// kind of host (LLVM's code generation, YNNPACK's kernels) and its intra-op threads
+    /// (see [`super::xla_host`]); by default the XLA:CPU that would run beside hlosim.
+    pub xla: XlaCpu,
 }
 
 /// How the K products of each element of an f32, bf16 or f16 contraction (dot, convolution)
@@ -61,7 +62,7 @@ impl Default for EvalOptions {
             fusion_tile: super::fusion::DEFAULT_TILE,
             in_place: true,
             dot_accumulation: DotAccumulation::XlaCpu,
-            xla_host: XlaCpuHost::detect(),
+            xla: XlaCpu::detect(),
         }
     }
 }

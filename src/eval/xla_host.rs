@@ -90,6 +90,65 @@ impl XlaCpuHost {
     }
 }
 
+/// The XLA:CPU whose bits the reference run copies: the kind of host it compiled for, and
+/// the threads of its intra-op pool. The thread count decides how YNNPACK tiles a sum
+/// (`reduce/ynn`) and how Eigen shares a contraction (`dot/eigen_product.rs`), so the same
+/// module sums in different orders on a 2-CPU and a 64-CPU machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct XlaCpu {
+    /// The kind of host, for LLVM's tuning and YNNPACK's kernels.
+    pub host: XlaCpuHost,
+    /// Threads in XLA:CPU's intra-op pool (at least 1).
+    pub threads: usize,
+}
+
+impl XlaCpu {
+    /// The XLA:CPU a user would run beside hlosim: this CPU's kind, and the threads PJRT's
+    /// CPU client would give its pool here ([`intra_op_threads`]).
+    pub fn detect() -> XlaCpu {
+        XlaCpu {
+            host: XlaCpuHost::detect(),
+            threads: intra_op_threads(),
+        }
+    }
+}
+
+/// The threads of XLA:CPU's intra-op pool on this machine, counted as PJRT's CPU client
+/// counts them (`DefaultThreadPoolSize`, `xla/pjrt/cpu/cpu_client.cc`): the environment
+/// variable `PJRT_NPROC`, else `NPROC`, else the CPUs this process may run on (TSL's
+/// `MaxParallelism`: the affinity mask, not a cgroup quota). Measured with the oracle:
+/// `PJRT_NPROC` wins over `NPROC`, and 0 gives the one-thread orders. Reading the same
+/// variables means `PJRT_NPROC=8 hlosim run ...` copies `PJRT_NPROC=8 python ...`.
+pub fn intra_op_threads() -> usize {
+    let from_env = ["PJRT_NPROC", "NPROC"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse::<i64>().ok());
+    match from_env {
+        Some(n) => usize::try_from(n).unwrap_or(0).max(1),
+        None => affinity_cpus().max(1),
+    }
+}
+
+/// The CPUs in this process's affinity mask (`sched_getaffinity`, as TSL counts them).
+#[cfg(target_os = "linux")]
+fn affinity_cpus() -> usize {
+    // SAFETY: `set` is a zeroed cpu_set_t of the size passed; sched_getaffinity writes at most
+    // that many bytes into it, and CPU_COUNT only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            return libc::CPU_COUNT(&set) as usize;
+        }
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Elsewhere, the parallelism the standard library reports.
+#[cfg(not(target_os = "linux"))]
+fn affinity_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Whether this process's CPU and operating system let YNNPACK run AMX-BF16: the CPU reports
 /// AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22) and the operating system has
 /// enabled the tile state (XCR0 bits 17 and 18), the checks cpuinfo makes for YNNPACK. Linux

@@ -318,3 +318,68 @@ fn xla_host_picks_whose_vector_epilogue_is_copied() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("sapphire-rapids"), "{}", stderr(&o));
 }
+
+/// Four rows of 40000 summed over the row: large enough for XLA:CPU to hand to YNNPACK,
+/// which cuts a row into tiles of 32768 and 7232 only while it wants more parallel tasks than
+/// the 4 rows give (2 per thread of XLA:CPU's pool: src/eval/reduce/ynn/mod.rs).
+const THREADS_MODULE: &str = r#"HloModule xla_threads
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[4,40000] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[4] reduce(x, z), dimensions={1}, to_apply=add
+}
+"#;
+
+#[test]
+fn xla_threads_picks_how_ynnpack_tiles_a_sum() {
+    let d = scratch_dir("cli-run", "xla-threads", THREADS_MODULE);
+    // Each row: 2^24 at element 0, ones at 32768 and 32769 (lanes 0 and 1 of the second
+    // tile). Cut, the tiles' partials are 2^24 and 2, and 2^24 + 2 is exact. Whole, lane 0's
+    // one meets 2^24 alone and is rounded away, and so is lane 1's: 2^24.
+    let big = 16_777_216.0f32;
+    let mut row = vec![0.0f32; 40000];
+    row[0] = big;
+    row[32768] = 1.0;
+    row[32769] = 1.0;
+    let x: Vec<f32> = row.iter().cycle().take(4 * 40000).copied().collect();
+    let arg = ArrayLiteral {
+        shape: ArrayShape::new(ElementType::F32, vec![4, 40000]),
+        data: f32s(&x).data,
+    };
+    write_args(&d.join("a.npz"), &[arg]);
+    let (module, inputs) = (d.join("m.hlo"), d.join("a.npz"));
+    let run = |flag: Option<&str>, env: &[(&str, &str)]| {
+        let out = d.join("out.npz");
+        let mut args = vec!["run", s(&module), "--args", s(&inputs), "--out", s(&out)];
+        if let Some(n) = flag {
+            args.extend(["--xla-threads", n]);
+        }
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_hlosim"))
+            .args(&args)
+            .env_remove("PJRT_NPROC")
+            .env_remove("NPROC")
+            .envs(env.iter().copied())
+            .output()
+            .expect("run hlosim");
+        assert!(o.status.success(), "{}", stderr(&o));
+        read_npz(&out).unwrap()[0].array.data.clone()
+    };
+    let (whole, cut) = (f32s(&[big; 4]).data, f32s(&[big + 2.0; 4]).data);
+    assert_eq!(run(Some("2"), &[]), whole);
+    assert_eq!(run(Some("4"), &[]), cut);
+    // Without the flag, the count XLA:CPU would take: PJRT_NPROC, else NPROC.
+    assert_eq!(run(None, &[("PJRT_NPROC", "4")]), cut);
+    assert_eq!(run(None, &[("NPROC", "4")]), cut);
+    assert_eq!(run(None, &[("PJRT_NPROC", "2"), ("NPROC", "4")]), whole);
+    assert_eq!(run(Some("2"), &[("PJRT_NPROC", "4")]), whole);
+    let o = hlosim(&["run", s(&module), "--xla-threads", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--xla-threads"), "{}", stderr(&o));
+}

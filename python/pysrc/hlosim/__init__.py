@@ -294,6 +294,7 @@ def run(
     fma_contraction: bool = True,
     dot_accumulation: str = "xla-cpu",
     xla_host: str = "auto",
+    xla_threads: Optional[int] = None,
     fusion: bool = True,
     per_device_args: Optional[Sequence[Sequence[Any]]] = None,
 ) -> list:
@@ -313,8 +314,9 @@ def run(
     a TOML path), ``auto_cast*``, ``chooser``, ``max_memory`` (bytes),
     ``max_iterations``, ``excess_precision``, ``fma_contraction``, ``dot_accumulation``
     (``"xla-cpu"`` or ``"f64"``), ``xla_host`` (``"auto"``, ``"avx512"``,
-    ``"sapphire-rapids"`` or ``"sapphire-rapids-no-amx"``) and ``fusion`` are the CLI's
-    options of the same names.
+    ``"sapphire-rapids"`` or ``"sapphire-rapids-no-amx"``), ``xla_threads`` (default: as
+    XLA:CPU counts them here, ``PJRT_NPROC``, ``NPROC`` or the CPUs this process may use) and
+    ``fusion`` are the CLI's options of the same names.
 
     Raises :class:`ArgumentError` (a ``ValueError`` naming the parameter) for arguments of
     the wrong number, dtype or shape, and :class:`HlosimError` when the run fails."""
@@ -337,6 +339,7 @@ def run(
         fma_contraction=fma_contraction,
         dot_accumulation=dot_accumulation,
         xla_host=xla_host,
+        xla_threads=xla_threads,
         fusion=fusion,
     )
     outs = [_outputs(leaves) for leaves in per_device]

@@ -56,6 +56,7 @@ def run(
     fma_contraction: bool,
     dot_accumulation: str,
     xla_host: str,
+    xla_threads: Optional[int],
     fusion: bool,
 ) -> List[List[_Out]]: ...
 def generate_inputs(

@@ -20,9 +20,10 @@ mod swap;
 mod vector_loop;
 
 use super::convert::{self, Compute};
+use super::eigen_product::EigenHost;
 use crate::eval::reduce::{arrays, result_shapes, PARALLEL_WORK};
 use crate::eval::util::strides;
-use crate::eval::{err, DotAccumulation, EvalError, KResult, Value, XlaCpuHost};
+use crate::eval::{err, DotAccumulation, EvalError, KResult, Value, XlaCpu};
 use crate::hlo::{ArrayData, ArrayLiteral, ElementType, Instruction, WindowDim};
 use num_complex::Complex;
 use own_loop::Taps::{self, Forward};
@@ -54,13 +55,14 @@ struct Geom {
     batch_per_bg: usize,
 }
 
-/// convolution: see the module documentation. `host` is the XLA:CPU host whose emitted loops'
-/// orders are copied ([`own_loop`]).
+/// convolution: see the module documentation. `xla` is the XLA:CPU whose orders are copied:
+/// its host's emitted loops ([`own_loop`]) and its threads, among which Eigen shares a
+/// contraction ([`eigen`]).
 pub fn convolution(
     ins: &Instruction,
     ops: &[&Value],
     accumulation: DotAccumulation,
-    host: XlaCpuHost,
+    xla: XlaCpu,
 ) -> KResult {
     let ops = arrays(ops)?;
     if ops.len() != 2 {
@@ -236,18 +238,19 @@ pub fn convolution(
             convert::from_f32(ty, scatter_out(v, &out_off))
         }
         Compute::F32 => {
+            let eigen_host = EigenHost::with_threads(xla.threads);
             let a = convert::gather_f32(&input.data, it, &all_in);
             let k = convert::gather_f32(&kernel.data, kt, &all_k);
             let result_ok = matches!(ty, ElementType::F32 | ElementType::F16 | ElementType::BF16);
             let window = (pointwise_xla && result_ok)
-                .then(|| stencil::applies(&g, fgc, bgc))
+                .then(|| stencil::applies(&g, fgc, bgc, &eigen_host))
                 .flatten();
             let v = if let Some(choice) = window {
                 stencil::product(&a, &k, &g, choice)
             } else if pointwise_xla && pointwise::applies(&g, fgc * bgc) && stencil::in_ynn(&g, 1) {
                 pointwise::product(&a, &k, &g)
             } else if let Some(order) = (xla_order && eigen_types)
-                .then(|| eigen::order(&g, fgc, bgc))
+                .then(|| eigen::order(&g, fgc, bgc, &eigen_host))
                 .flatten()
             {
                 match order {
@@ -278,7 +281,7 @@ pub fn convolution(
                     }
                 }
             } else if let Some(LoopOrder { taps, features }) = (xla_cpu && own_loop_types)
-                .then(|| own_loop::order(&g, bgc, swapped, host))
+                .then(|| own_loop::order(&g, bgc, swapped, xla.host))
                 .flatten()
             {
                 match features {

@@ -5,14 +5,16 @@
 //! of their own.
 //!
 //! [`eigen_product::order`] gives the parts: consecutive depth ranges, each one FMA chain from
-//! zero, the parts of a shard added to the shard's sum in turn and the shards' sums added to
-//! the output in turn (a sequential order is one shard). Every chain, part sum and shard sum
+//! zero, the parts of a shard added to the shard's sum in turn and the shards' sums added as
+//! Eigen adds its block buffers ([`ShardSum`]; a sequential order is one shard), which from
+//! four shards on depends on the element's place in the product's buffer
+//! ([`DepthParts::with_buffer`]; for [`DepthParts::sum`], the caller's [`ShardSum`]). Every chain, part sum and shard sum
 //! starts at +0 here where Eigen writes the first one: the same value, since a chain from +0
 //! never gives −0 (+0 + −0 is +0), nor does a sum of such values, so `0 + x` is `x`. A skipped
 //! term (a padded tap or a dilation hole) is a zero product in Eigen's patches, which leaves a
 //! chain unchanged unless the kernel value is infinite or NaN (as `conv/eigen.rs` says).
 
-use crate::eval::dot::eigen_product::EigenOrder;
+use crate::eval::dot::eigen_product::{EigenOrder, ShardSum};
 
 /// Eigen's parts of a contraction's depth, as the ends of consecutive ranges.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +27,10 @@ pub(in crate::eval::dot) struct DepthParts {
     last_row: Option<(usize, Vec<(usize, bool)>)>,
     /// The contraction's last column where oneDNN sums it as a row of its own.
     last_column: Option<LastColumn>,
+    /// The contraction's rows and columns, whose row-major buffer places each element for
+    /// the adds of four or more shards ([`ShardSum::at`]); `None`: every element is placed
+    /// before the buffer's tail (right for fewer than four shards).
+    buffer: Option<(usize, usize)>,
 }
 
 /// A last column summed by oneDNN's single-row kernel ([`row_dot_slices`],
@@ -46,14 +52,14 @@ struct LastColumn {
 #[derive(Clone, Debug)]
 pub(in crate::eval::dot) enum ElementSums {
     Parts(PartSums),
-    Terms(Vec<(f32, f32)>),
+    Terms(Vec<(f32, f32)>, ShardSum),
 }
 
 /// The running state of one output element summed in parts.
 #[derive(Clone, Copy, Debug, Default)]
 pub(in crate::eval::dot) struct PartSums {
     /// The shards finished so far.
-    total: f32,
+    total: ShardSum,
     /// The current shard's finished parts.
     shard: f32,
     /// The current part's chain.
@@ -71,6 +77,7 @@ impl DepthParts {
             ends: vec![(depth, true)],
             last_row: None,
             last_column: None,
+            buffer: None,
         }
     }
 
@@ -80,6 +87,7 @@ impl DepthParts {
             ends: Self::ends(order),
             last_row: None,
             last_column: None,
+            buffer: None,
         }
     }
 
@@ -110,15 +118,29 @@ impl DepthParts {
         }
     }
 
+    /// `self` for a contraction of `rows` rows and `cols` columns, whose elements
+    /// [`Self::start`] places in its row-major buffer.
+    pub(in crate::eval::dot) fn with_buffer(self, rows: usize, cols: usize) -> DepthParts {
+        DepthParts {
+            buffer: Some((rows, cols)),
+            ..self
+        }
+    }
+
     /// The state the element in row `row` and column `col` starts from.
     pub(in crate::eval::dot) fn start(&self, row: usize, col: usize) -> ElementSums {
+        let total = match self.buffer {
+            Some((rows, cols)) => ShardSum::at(row * cols + col, rows * cols),
+            None => ShardSum::default(),
+        };
         match &self.last_column {
             Some(last) if last.col == col && last.corner_row != Some(row) => {
                 let depth = self.ends.last().map_or(0, |&(end, _)| end);
-                ElementSums::Terms(vec![(0.0, 0.0); depth])
+                ElementSums::Terms(vec![(0.0, 0.0); depth], total)
             }
             _ => ElementSums::Parts(PartSums {
                 last_row: self.last_row.as_ref().is_some_and(|(r, _)| *r == row),
+                total,
                 ..PartSums::default()
             }),
         }
@@ -135,13 +157,13 @@ impl DepthParts {
     ) -> ElementSums {
         match st {
             ElementSums::Parts(st) => ElementSums::Parts(self.add_parts(st, d0, count, term)),
-            ElementSums::Terms(mut terms) => {
+            ElementSums::Terms(mut terms, total) => {
                 // Past the depth the parts cover (not for a contraction's own terms): dropped.
                 let end = (d0 + count).min(terms.len());
                 for (i, slot) in terms.iter_mut().enumerate().take(end).skip(d0) {
                     *slot = term(i - d0);
                 }
-                ElementSums::Terms(terms)
+                ElementSums::Terms(terms, total)
             }
         }
     }
@@ -150,9 +172,11 @@ impl DepthParts {
     pub(in crate::eval::dot) fn finish(&self, st: ElementSums) -> f32 {
         match (st, &self.last_column) {
             (ElementSums::Parts(st), _) => self.finish_parts(st),
-            (ElementSums::Terms(terms), Some(last)) => row_dot_slices(&last.slices, |d| terms[d]),
+            (ElementSums::Terms(terms, total), Some(last)) => {
+                row_dot_slices(&last.slices, |d| terms[d], total)
+            }
             // `start` gathers terms only for a last column.
-            (ElementSums::Terms(terms), None) => self.sum(terms.len(), |d| terms[d]),
+            (ElementSums::Terms(terms, total), None) => self.sum(terms.len(), |d| terms[d], total),
         }
     }
 
@@ -187,9 +211,12 @@ impl DepthParts {
     }
 
     /// Whether every row is summed alike, its element in the last column included: no last
-    /// row and no corner of its own (what [`Self::column_sum`] needs).
+    /// row, no corner of its own, and fewer than four shards, whose adds could depend on the
+    /// element's place (what [`Self::column_sum`] needs).
     pub(in crate::eval::dot) fn same_for_every_row(&self) -> bool {
-        self.last_row.is_none()
+        let shards = self.ends.iter().filter(|&&(_, closes)| closes).count();
+        shards < 4
+            && self.last_row.is_none()
             && self
                 .last_column
                 .as_ref()
@@ -208,8 +235,10 @@ impl DepthParts {
         term: impl Fn(usize) -> (f32, f32),
     ) -> f32 {
         match &self.last_column {
-            Some(last) if last.col == col => row_dot_slices(&last.slices, term),
-            _ => self.sum(count, term),
+            Some(last) if last.col == col => {
+                row_dot_slices(&last.slices, term, ShardSum::default())
+            }
+            _ => self.sum(count, term, ShardSum::default()),
         }
     }
 
@@ -252,16 +281,22 @@ impl DepthParts {
         while st.part < self.row_ends(&st).len() {
             st = self.close(st);
         }
-        st.total + st.shard + st.chain
+        st.total.finish() + st.shard + st.chain
     }
 
-    /// The sum of `count` terms from depth 0 (`term(i)` the pair at depth `i`).
+    /// The sum of `count` terms from depth 0 (`term(i)` the pair at depth `i`), its shards
+    /// added into `total` (an empty [`ShardSum`] placed at the element).
     pub(in crate::eval::dot) fn sum(
         &self,
         count: usize,
         term: impl Fn(usize) -> (f32, f32),
+        total: ShardSum,
     ) -> f32 {
-        self.finish_parts(self.add_parts(PartSums::default(), 0, count, term))
+        let start = PartSums {
+            total,
+            ..PartSums::default()
+        };
+        self.finish_parts(self.add_parts(start, 0, count, term))
     }
 
     /// `st` with its current part's chain added to its shard, and the shard to the total if
@@ -271,7 +306,7 @@ impl DepthParts {
         st.shard += st.chain;
         st.chain = 0.0;
         if closes_shard {
-            st.total += st.shard;
+            st.total.push(st.shard);
             st.shard = 0.0;
         }
         st.part += 1;
@@ -335,27 +370,26 @@ pub(in crate::eval::dot) fn row_dot(
 }
 
 /// The sum of `count` terms in `order`, each slice by [`row_dot`] onto the slices before it,
-/// each later shard's sum added to the first's.
+/// the shards' sums added into `total` (an empty [`ShardSum`] placed at the element).
 pub(in crate::eval::dot) fn row_dot_slices(
     order: &EigenOrder,
     term: impl Fn(usize) -> (f32, f32),
+    mut total: ShardSum,
 ) -> f32 {
     let shards: Vec<&[usize]> = match order {
         EigenOrder::Sequential(parts) => vec![parts],
         EigenOrder::Sharded(shards) => shards.iter().map(Vec::as_slice).collect(),
     };
     let mut k0 = 0;
-    let mut total = None;
     for slices in shards {
         let mut acc = None;
         for &len in slices {
             acc = Some(row_dot(acc, len, |i| term(k0 + i)));
             k0 += len;
         }
-        let shard = acc.unwrap_or(0.0);
-        total = Some(total.map_or(shard, |t: f32| t + shard));
+        total.push(acc.unwrap_or(0.0));
     }
-    total.unwrap_or(0.0)
+    total.finish()
 }
 
 #[cfg(test)]
@@ -365,7 +399,7 @@ mod tests {
     /// The ±2^40 probe of the module's measurements: a pair cancels only inside one chain, so
     /// which pairs survive says where the chains end. Terms are `(value, 1.0)`.
     fn probe(parts: &DepthParts, values: &[f32]) -> f32 {
-        parts.sum(values.len(), |i| (values[i], 1.0))
+        parts.sum(values.len(), |i| (values[i], 1.0), ShardSum::default())
     }
 
     #[test]
@@ -404,7 +438,10 @@ mod tests {
         v[16..29].fill(1.0);
         assert_eq!(row_dot(None, 29, |i| (v[i], 1.0)), big + 12.0);
         // One chain would lose every 1.
-        assert_eq!(DepthParts::whole(29).sum(29, |i| (v[i], 1.0)), big);
+        assert_eq!(
+            DepthParts::whole(29).sum(29, |i| (v[i], 1.0), ShardSum::default()),
+            big
+        );
         // A running sum enters after the reduction: -2^24 cancels it, and the tails count.
         assert_eq!(row_dot(Some(-big), 29, |i| (v[i], 1.0)), 13.0);
     }

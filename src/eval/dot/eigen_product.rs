@@ -26,14 +26,15 @@
 //! a multiple of the block, itself a multiple of 48), oneDNN's gemv sums it as a row of its
 //! own, in 8 lanes with tails ([`last_column_order`]).
 //!
-//! Where both are alone, the corner element takes the row's order (measured). Not
-//! reproduced: a depth sharded into four or more blocks ([`order`]).
+//! Where both are alone, the corner element takes the row's order (measured). A depth
+//! sharded into four or more blocks (four or more threads) adds the blocks' buffers in
+//! Eigen's ranges of four ([`ShardSum`]).
 //!
-//! The numbers Eigen reads from the host (its L1 and L3 cache sizes from cpuid, the pool's
-//! thread count) are those of the host the fixtures were recorded on, [`MEASURING_HOST`]:
-//! another host's XLA:CPU may block differently (a host with a 32 KiB L1 cuts 1300 terms
-//! into four slices of 328, the fixture `dot_order_lhs_transposed`), which is why these are
-//! named, not hidden in the formulas.
+//! The pool's thread count is the XLA:CPU's being copied ([`EigenHost::with_threads`],
+//! `--xla-threads`); the cache sizes Eigen reads from cpuid are those of the host the
+//! fixtures were recorded on, [`MEASURING_HOST`]: another host's XLA:CPU may block
+//! differently (a host with a 32 KiB L1 cuts 1300 terms into four slices of 328, the fixture
+//! `dot_order_lhs_transposed`), which is why these are named, not hidden in the formulas.
 
 /// What Eigen reads from the host: its caches (cpuid) and XLA:CPU's intra-op thread pool
 /// (one thread per CPU).
@@ -57,6 +58,18 @@ pub(crate) const MEASURING_HOST: EigenHost = EigenHost {
     l3_bytes: 300 << 20,
     threads: 2,
 };
+
+impl EigenHost {
+    /// The measuring host's caches with an XLA:CPU pool of `threads` threads (at least 1):
+    /// the caches are the measured ones on every host (module documentation), the thread
+    /// count the XLA:CPU being copied ([`XlaCpu::threads`](crate::eval::XlaCpu::threads)).
+    pub(crate) fn with_threads(threads: usize) -> EigenHost {
+        EigenHost {
+            threads: threads.max(1),
+            ..MEASURING_HOST
+        }
+    }
+}
 
 /// Register block of Eigen's `gebp_traits<float, float>` as XLA's Eigen is built (AVX
 /// without FMA): `mr` rows (two packets of 8), `nr` columns. They enter the cache formulas.
@@ -145,23 +158,113 @@ enum Evaluation {
 pub(crate) enum EigenOrder {
     /// The parts added to the output one after another.
     Sequential(Vec<usize>),
-    /// Depth shards, each summed as [`EigenOrder::Sequential`] into its own buffer, then
-    /// each shard after the first added to the first in order (Eigen's aggregation of a
-    /// range of fewer than four blocks).
+    /// Depth shards, each summed as [`EigenOrder::Sequential`] into its own buffer, the
+    /// buffers then added as [`ShardSum`] adds them.
     Sharded(Vec<Vec<usize>>),
+}
+
+/// Blocks of a sharded depth that Eigen adds together as soon as the last of them is done
+/// (`EvalShardedByInnerDimContext::l0_size`); the sums of these ranges are then added to the
+/// first three at a time (`aggregateL0Blocks`).
+const L0_RANGE: usize = 4;
+
+/// One output element's sum of the blocks of a sharded depth (`EvalShardedByInnerDimContext`),
+/// fed one block's sum at a time in depth order. Eigen adds the blocks in ranges of
+/// [`L0_RANGE`]: a whole range as `(b0 + b1) + (b2 + b3)` into its first block's buffer (its
+/// `addAllToBuffer`), a last range of fewer blocks one after another (`addToBuffer`). The
+/// ranges' sums are then added to the first range's, three at a time in the same shape, the
+/// last one or two one after another. `addAllToBuffer` adds packets of [`PACKET`] floats
+/// that way, but the elements past the last whole packet of the `m × n` buffer (the `tail`)
+/// with scalar code, `d + ((a + b) + c)`. Fewer than four blocks are thus added in order,
+/// as on two threads. Read from Eigen's source (`TensorContractionThreadPool.h`) and checked
+/// against XLA:CPU on 4 and 8 threads (fixtures `dot_order_eigen_threads_*`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ShardSum {
+    /// Whether the element lies past the last whole packet of the product's buffer.
+    tail: bool,
+    /// The current range's blocks so far.
+    range: [f32; L0_RANGE - 1],
+    in_range: usize,
+    /// The first range's sum once it is complete (the output buffer), and the later ranges'
+    /// sums waiting to be added three at a time.
+    first: Option<f32>,
+    waiting: [f32; 2],
+    in_waiting: usize,
+}
+
+impl ShardSum {
+    /// An empty sum for the element at `index` of a product buffer of `len` elements.
+    pub(crate) fn at(index: usize, len: usize) -> ShardSum {
+        ShardSum {
+            tail: index >= len - len % PACKET,
+            ..ShardSum::default()
+        }
+    }
+
+    /// `d` plus three more, as `addAllToBuffer` adds them.
+    fn add_three(&self, d: f32, a: f32, b: f32, c: f32) -> f32 {
+        if self.tail {
+            d + ((a + b) + c)
+        } else {
+            (d + a) + (b + c)
+        }
+    }
+
+    /// Adds the next block's sum.
+    pub(crate) fn push(&mut self, block: f32) {
+        if self.in_range < L0_RANGE - 1 {
+            self.range[self.in_range] = block;
+            self.in_range += 1;
+            return;
+        }
+        let [b0, b1, b2] = self.range;
+        self.in_range = 0;
+        let range = self.add_three(b0, b1, b2, block);
+        self.push_range(range);
+    }
+
+    /// Adds a finished range's sum.
+    fn push_range(&mut self, range: f32) {
+        let Some(first) = self.first else {
+            self.first = Some(range);
+            return;
+        };
+        if self.in_waiting < 2 {
+            self.waiting[self.in_waiting] = range;
+            self.in_waiting += 1;
+        } else {
+            let [r1, r2] = self.waiting;
+            self.first = Some(self.add_three(first, r1, r2, range));
+            self.in_waiting = 0;
+        }
+    }
+
+    /// The element's value: a last range of fewer blocks added in order, then the ranges
+    /// still waiting (0.0 for no blocks at all).
+    pub(crate) fn finish(mut self) -> f32 {
+        if self.in_range > 0 {
+            let blocks = &self.range[..self.in_range];
+            let range = blocks[1..].iter().fold(blocks[0], |acc, &b| acc + b);
+            self.in_range = 0;
+            self.push_range(range);
+        }
+        let waiting = &self.waiting[..self.in_waiting];
+        waiting
+            .iter()
+            .fold(self.first.unwrap_or(0.0), |acc, &r| acc + r)
+    }
 }
 
 /// The order of the `m x k` by `k x n` product (XLA's M, K, N), its rows read from `rows`, on
 /// `host` (for every element but a last row or column summed on its own: [`last_row_order`],
-/// [`last_column_order`]), or `None` for a depth sharded into four or more blocks (Eigen then adds
-/// blocks in a tree, which a 2-thread host never does and which was not measured).
+/// [`last_column_order`]).
 pub(crate) fn order(
     (m, n, k): (usize, usize, usize),
     rows: RowsOperand,
     host: &EigenHost,
-) -> Option<EigenOrder> {
+) -> EigenOrder {
     let (em, en) = (n, m);
-    Some(match evaluation(em, en, k, rows, host) {
+    match evaluation(em, en, k, rows, host) {
         Evaluation::Sequential => EigenOrder::Sequential(gemm_parts(k, em, en, 1, host)),
         Evaluation::Parallel { threads } => {
             EigenOrder::Sequential(gemm_parts(k, em, en, threads, host))
@@ -170,9 +273,6 @@ pub(crate) fn order(
             let block = (k.div_ceil(threads).div_ceil(PACKET) * PACKET).max(12 * PACKET);
             let block = block.min(k);
             let blocks = k.div_ceil(block);
-            if blocks >= 4 {
-                return None;
-            }
             let shards = (0..blocks)
                 .map(|i| {
                     let len = if i + 1 < blocks { block } else { k - block * i };
@@ -181,7 +281,7 @@ pub(crate) fn order(
                 .collect();
             EigenOrder::Sharded(shards)
         }
-    })
+    }
 }
 
 /// The depth slices of XLA's last column (N − 1) where oneDNN sums it as a row of its own:
@@ -215,7 +315,7 @@ pub(crate) fn last_column_order(
         Evaluation::Parallel { threads } => alone(k, threads, shard_by_col(em, en, threads))
             .then(|| EigenOrder::Sequential(tsl_slices(k, em, en, threads, host))),
         Evaluation::ShardedDepth { .. } => {
-            let Some(EigenOrder::Sharded(shards)) = order((m, n, k), rows, host) else {
+            let EigenOrder::Sharded(shards) = order((m, n, k), rows, host) else {
                 return None;
             };
             let blocks = shards.len();
@@ -336,7 +436,7 @@ pub(crate) fn last_row_order(
     host: &EigenHost,
 ) -> Option<EigenOrder> {
     let alone = alone_row_order(shape, rows, host)?;
-    (Some(&alone) != order(shape, rows, host).as_ref()).then_some(alone)
+    (alone != order(shape, rows, host)).then_some(alone)
 }
 
 /// The order of the corner element (M − 1, N − 1) where the last column is alone
@@ -363,7 +463,7 @@ fn alone_row_order(
     let alone = |len: usize, threads: usize, by_col: bool| {
         en >= 2 && en % tsl_block(Axis::Cols, len, (em, en), threads, by_col, host) == 1
     };
-    match order((m, n, k), rows, host)? {
+    match order((m, n, k), rows, host) {
         EigenOrder::Sequential(_) => {
             let threads = match evaluation(em, en, k, rows, host) {
                 Evaluation::Parallel { threads } => threads,
@@ -585,9 +685,57 @@ fn gemm_parts(k: usize, m: usize, n: usize, threads: usize, host: &EigenHost) ->
 mod tests {
     use super::*;
 
+    /// Eigen's adds of a sharded depth's block buffers, against sums worked out by hand with
+    /// `e` = 2^-24 (half an ulp of 1): `1 + e` rounds to 1, `1 + 2e` is exact, and `1 + 3e`
+    /// (1.5 ulp) rounds to `1 + 4e`. So in order, `1 + e + e + e` is 1; a whole range,
+    /// `(1 + e) + (e + e)`, is `1 + 2e`; its scalar tail, `1 + ((e + e) + e)`, is `1 + 4e`.
+    #[test]
+    fn shard_sums_follow_eigens_ranges_of_four() {
+        let e = f32::powi(2.0, -24);
+        let sum = |blocks: &[f32], tail: bool| {
+            let mut s = ShardSum::at(if tail { 16 } else { 0 }, 17);
+            for &b in blocks {
+                s.push(b);
+            }
+            s.finish()
+        };
+        // Three blocks (two threads' most): in order, wherever the element is.
+        assert_eq!(sum(&[1.0, e, e], false), 1.0);
+        assert_eq!(sum(&[1.0, e, e], true), 1.0);
+        // Four: one whole range.
+        assert_eq!(sum(&[1.0, e, e, e], false), 1.0 + 2.0 * e);
+        assert_eq!(sum(&[1.0, e, e, e], true), 1.0 + 4.0 * e);
+        // Five: the whole range, then the last range of one block added.
+        assert_eq!(sum(&[1.0, 0.0, 0.0, 0.0, e], false), 1.0);
+        // Sixteen: four ranges of 1, e, e, e (each range's other blocks 0), the last three
+        // added to the first in one step.
+        let ranges =
+            |r: &[f32]| -> Vec<f32> { r.iter().flat_map(|&x| [x, 0.0, 0.0, 0.0]).collect() };
+        assert_eq!(sum(&ranges(&[1.0, e, e, e]), false), 1.0 + 2.0 * e);
+        assert_eq!(sum(&ranges(&[1.0, e, e, e]), true), 1.0 + 4.0 * e);
+        // Six ranges: three added in one step, the last two one at a time.
+        assert_eq!(sum(&ranges(&[1.0, 0.0, 0.0, 0.0, e, e]), false), 1.0);
+        // Seven: two steps of three.
+        assert_eq!(
+            sum(&ranges(&[1.0, 0.0, 0.0, 0.0, e, e, e]), false),
+            1.0 + 2.0 * e
+        );
+        assert_eq!(sum(&[], false), 0.0);
+    }
+
+    /// The scalar tail is what follows the last whole packet of 8 in the product's buffer.
+    #[test]
+    fn the_tail_is_past_the_last_whole_packet() {
+        assert!(!ShardSum::at(7, 13).tail);
+        assert!(ShardSum::at(8, 13).tail);
+        assert!(ShardSum::at(12, 13).tail);
+        assert!(!ShardSum::at(15, 16).tail);
+        assert!(ShardSum::at(0, 7).tail);
+    }
+
     fn seq(m: usize, n: usize, k: usize) -> Vec<usize> {
         match order((m, n, k), RowsOperand::Matrix, &MEASURING_HOST) {
-            Some(EigenOrder::Sequential(v)) => v,
+            EigenOrder::Sequential(v) => v,
             other => panic!("{m}x{k}x{n}: {other:?}"),
         }
     }
@@ -618,7 +766,7 @@ mod tests {
         };
         assert_eq!(
             order((8, 64, 1300), RowsOperand::Matrix, &host),
-            Some(EigenOrder::Sequential(vec![328, 328, 328, 316]))
+            EigenOrder::Sequential(vec![328, 328, 328, 316])
         );
     }
 
@@ -631,7 +779,7 @@ mod tests {
         assert_eq!(seq(128, 128, 500), [256, 244]);
         assert_eq!(
             order((33, 47, 1217), RowsOperand::Matrix, &MEASURING_HOST),
-            Some(EigenOrder::Sharded(vec![vec![312, 304], vec![304, 297]]))
+            EigenOrder::Sharded(vec![vec![312, 304], vec![304, 297]])
         );
     }
 
@@ -646,7 +794,7 @@ mod tests {
         let halves = vec![vec![272, 272, 256], vec![272, 272, 256]];
         assert_eq!(
             order((25, 49, 1600), RowsOperand::ImagePatches, &MEASURING_HOST),
-            Some(EigenOrder::Sharded(halves))
+            EigenOrder::Sharded(halves)
         );
         for cols in [48, 49] {
             assert_eq!(
@@ -655,7 +803,7 @@ mod tests {
                     RowsOperand::GroupImagePatches,
                     &MEASURING_HOST
                 ),
-                Some(EigenOrder::Sequential(vec![320; 5]))
+                EigenOrder::Sequential(vec![320; 5])
             );
         }
     }

@@ -33,7 +33,7 @@ mod ynn_panels;
 pub use conv::convolution;
 
 use super::reduce::{arrays, result_shapes, PARALLEL_WORK};
-use super::{err, DotAccumulation, EvalError, KResult, Value, XlaCpuHost};
+use super::{err, DotAccumulation, EvalError, KResult, Value, XlaCpu};
 use crate::hlo::{ArrayData, ArrayLiteral, Computation, ElementType, Instruction};
 use convert::Compute;
 use num_complex::Complex;
@@ -82,13 +82,14 @@ fn physical_stride(dims: &[i64], perm: Option<&[i64]>, d: usize) -> isize {
 
 /// dot: `result[b, m, n] = Σ_k lhs[b, m, k] · rhs[b, k, n]` over the dimension numbers.
 /// `folded` says which operands XLA:CPU reads through a transpose ([`folded_transposes`]);
-/// `host` whose kernels sum a bf16 product ([`xla_order::Kernel::for_product`]).
+/// `xla` the XLA:CPU whose kernels are copied: its host's for a bf16 product, its threads for
+/// a product Eigen shares ([`xla_order::Kernel::for_product`]).
 pub fn dot(
     ins: &Instruction,
     ops: &[&Value],
     accumulation: DotAccumulation,
     folded: &[Option<Vec<i64>>; 2],
-    host: XlaCpuHost,
+    xla: XlaCpu,
 ) -> KResult {
     let ops = arrays(ops)?;
     if ops.len() != 2 {
@@ -261,7 +262,7 @@ pub fn dot(
                 k_stride(lhs.dims(), &folded[0], &lc),
                 k_stride(rhs.dims(), &folded[1], &rc),
             );
-            let kernel = xla_order::Kernel::for_product((b, m, n, k), strides, (lt, rt, ty), host);
+            let kernel = xla_order::Kernel::for_product((b, m, n, k), strides, (lt, rt, ty), xla);
             if kernel == xla_order::Kernel::DotProduct {
                 let c = xla_order::dot_products((b, k), &a, &bb);
                 return finish(convert::from_f32(ty, c));

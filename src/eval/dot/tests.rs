@@ -229,7 +229,7 @@ fn mismatched_shapes_are_errors() {
 /// host gives 1 and 0 (oracle), and 0 and 1 in a virtual machine on that model that hides AMX.
 #[test]
 fn bf16_products_follow_the_hosts_kernels() {
-    use crate::eval::{EvalOptions, XlaCpuHost};
+    use crate::eval::{EvalOptions, XlaCpu, XlaCpuHost};
     let hlo = r#"
 HloModule m
 ENTRY e {
@@ -251,7 +251,7 @@ ENTRY e {
     }
     let on = |host| {
         let options = EvalOptions {
-            xla_host: host,
+            xla: XlaCpu { host, threads: 2 },
             ..EvalOptions::default()
         };
         let r = run_with(

@@ -32,7 +32,8 @@
 //! - **A transposed lhs** (contracting its major dimension) with M, N > 1 is a plain `dot`
 //!   that XLA:CPU runs through Eigen's tensor contraction, TSL's blocking and oneDNN's
 //!   sgemm: FMA chains over depth parts that depend on the product's size and on the host's
-//!   L1 cache and thread count ([`eigen_product`], bit-exact on the measuring host). With M
+//!   L1 cache and XLA:CPU's thread count ([`eigen_product`], bit-exact with the measuring
+//!   host's caches on any thread count checked). With M
 //!   and N both at most 3 it is XLA's own emitter instead, one chain.
 //! - **A 2-D convolution with a 1×1 window** (no padding, one group) is a YNNPACK product too,
 //!   in the tiled order whatever its M and N ([`tiled_product`], used by
@@ -49,11 +50,11 @@
 //! [`lane_panel`].
 
 use super::eigen_parts::{row_dot_slices, DepthParts};
-use super::eigen_product::{self, EigenOrder, RowsOperand, MEASURING_HOST};
+use super::eigen_product::{self, EigenHost, EigenOrder, RowsOperand, ShardSum};
 use super::view::MatView;
 use super::ynn_bf16_kernels;
 use super::ynn_panels::{self, Panel};
-use crate::eval::XlaCpuHost;
+use crate::eval::XlaCpu;
 use crate::hlo::ElementType;
 use rayon::prelude::*;
 
@@ -73,7 +74,7 @@ pub(crate) enum Kernel {
     /// above [`BF16_CONVERTED_EXTENT`]: YNNPACK's bf16 kernel ([`ynn_panels::bf16_panels`]),
     /// the same order with the rhs packed (contiguous in k) or not.
     Bf16Pairs,
-    /// Such a product on a host with AMX-BF16 ([`XlaCpuHost::has_amx_bf16`]) where
+    /// Such a product on a host with AMX-BF16 ([`has_amx_bf16`](crate::eval::XlaCpuHost::has_amx_bf16)) where
     /// YNNPACK's cost model picks an AMX kernel ([`ynn_bf16_kernels::amx_chosen`]):
     /// [`ynn_panels::amx_bf16_panel`]'s order. Elsewhere on that host, [`Kernel::Bf16Pairs`].
     Bf16Amx,
@@ -81,7 +82,8 @@ pub(crate) enum Kernel {
     /// 3: Eigen's tensor contraction ([`eigen_product::order`]); where that order is not
     /// reproduced, in blocks of [`UNIDENTIFIED_BLOCK_DEPTH`]. The order depends on the whole product's M, so
     /// [`sgemm`] must be given whole products (as the dot's `Split::Batches` does).
-    Eigen,
+    /// `threads`: XLA:CPU's intra-op threads, among which Eigen shares the product.
+    Eigen { threads: usize },
     /// One FMA chain over all of K per output, from zero ([`lane_panel`] with one block):
     /// XLA's column-major matrix-vector emitter (`ColumnMajorMatrixVectorProductEmitter`),
     /// for M = 1 with an rhs not contiguous in k or N = 1 with an lhs not contiguous in k,
@@ -106,13 +108,14 @@ impl Kernel {
     /// types `lt` and `rt` and result type `ty`. A matrix-vector product, and one with M, K
     /// and N all below [`YNN_MIN_EXTENT`], goes to XLA's own emitters whatever the operand
     /// types (bf16 and f16 are widened first); measured with the oracle
-    /// (`tools/fixtures/fx_dot_order.py`, `dot_order_gemv_*`, `dot_order_tiny*`). `host`
-    /// says whether YNNPACK has AMX kernels for a bf16 product.
+    /// (`tools/fixtures/fx_dot_order.py`, `dot_order_gemv_*`, `dot_order_tiny*`). `xla`
+    /// says whether YNNPACK has AMX kernels for a bf16 product, and among how many threads
+    /// Eigen shares one.
     pub(crate) fn for_product(
         (_, m, n, k): (usize, usize, usize, usize),
         (lhs_k_stride, rhs_k_stride): (isize, isize),
         (lt, rt, ty): (ElementType, ElementType, ElementType),
-        host: XlaCpuHost,
+        xla: XlaCpu,
     ) -> Kernel {
         use ElementType::{BF16, F32};
         match (m, n) {
@@ -122,9 +125,11 @@ impl Kernel {
             (_, 1) | (1, _) => Kernel::Chain,
             _ if m.max(n).max(k) < YNN_MIN_EXTENT => Kernel::Chain,
             _ if lhs_k_stride != 1 && m.max(n) <= NAIVE_EXTENT => Kernel::Chain,
-            _ if lhs_k_stride != 1 => Kernel::Eigen,
+            _ if lhs_k_stride != 1 => Kernel::Eigen {
+                threads: xla.threads,
+            },
             _ if lt == BF16 && rt == BF16 && ty == F32 && m.max(n) > BF16_CONVERTED_EXTENT => {
-                if host.has_amx_bf16() && ynn_bf16_kernels::amx_chosen(m, n, k) {
+                if xla.host.has_amx_bf16() && ynn_bf16_kernels::amx_chosen(m, n, k) {
                     Kernel::Bf16Amx
                 } else {
                     Kernel::Bf16Pairs
@@ -207,14 +212,12 @@ pub(crate) unsafe fn sgemm(
             return unsafe { row_gemv((rows, k), a, ars, b, brs, c) };
         }
         Kernel::RowGemv => return unsafe { row_gemv((n, k), b, bcs, a, acs, c) },
-        // Otherwise (a depth sharded into 4 or more blocks) the panels below.
-        Kernel::Eigen => {
-            if let Some(order) =
-                eigen_product::order((rows, n, k), RowsOperand::Matrix, &MEASURING_HOST)
-            {
-                // SAFETY: forwarded from the caller.
-                return unsafe { eigen((rows, k, n), (a, ars, acs), (b, brs, bcs), c, &order) };
-            }
+        Kernel::Eigen { threads } => {
+            let host = EigenHost::with_threads(threads);
+            let order = eigen_product::order((rows, n, k), RowsOperand::Matrix, &host);
+            let (a, b) = ((a, ars, acs), (b, brs, bcs));
+            // SAFETY: forwarded from the caller.
+            return unsafe { eigen((rows, k, n), a, b, c, &order, &host) };
         }
         Kernel::Tiled { .. } | Kernel::Bf16Pairs | Kernel::Bf16Amx | Kernel::DotProduct => {}
     }
@@ -253,24 +256,32 @@ unsafe fn eigen(
     b: (*const f32, isize, isize),
     c: &mut [f32],
     order: &EigenOrder,
+    host: &EigenHost,
 ) {
     match order {
         // SAFETY (every call): forwarded from the caller; the parts cover 0..k, each at most
         // 384 terms (oneDNN's parts), below MAX_BLOCK_DEPTH.
         EigenOrder::Sequential(parts) => unsafe { chains((rows, n, n), a, b, c, 0, parts) },
         EigenOrder::Sharded(shards) => {
-            // The first shard sums into the output, each later one into a buffer of its own
-            // that is then added.
-            let (mut shard, mut k0) = (Vec::new(), 0);
-            for (i, parts) in shards.iter().enumerate() {
-                if i == 0 {
-                    unsafe { chains((rows, n, n), a, b, c, 0, parts) };
-                } else {
-                    shard.resize(rows * n, 0f32);
+            // Each shard into a buffer of its own, the buffers then added element by element
+            // as Eigen adds them.
+            let len = rows * n;
+            let mut k0 = 0;
+            let buffers: Vec<Vec<f32>> = shards
+                .iter()
+                .map(|parts| {
+                    let mut shard = vec![0f32; len];
                     unsafe { chains((rows, n, n), a, b, &mut shard, k0, parts) };
-                    add_row(&mut c[..rows * n], &shard);
+                    k0 += parts.iter().sum::<usize>();
+                    shard
+                })
+                .collect();
+            for (i, out) in c[..len].iter_mut().enumerate() {
+                let mut sum = ShardSum::at(i, len);
+                for shard in &buffers {
+                    sum.push(shard[i]);
                 }
-                k0 += parts.iter().sum::<usize>();
+                *out = sum.finish();
             }
         }
     }
@@ -287,11 +298,11 @@ unsafe fn eigen(
             )
         }
     };
-    let host = &MEASURING_HOST;
     // The last column, summed by oneDNN's single-row kernel (N > 1 here).
     if let Some(last) = eigen_product::last_column_order(shape, RowsOperand::Matrix, host) {
         for i in 0..rows {
-            c[i * n + n - 1] = row_dot_slices(&last, term(i, n - 1));
+            let at = i * n + n - 1;
+            c[at] = row_dot_slices(&last, term(i, n - 1), ShardSum::at(at, rows * n));
         }
     }
     // The last row again, in its own order (rows > 1 for an Eigen product), and the corner
@@ -299,11 +310,13 @@ unsafe fn eigen(
     if let Some(last) = eigen_product::last_row_order(shape, RowsOperand::Matrix, host) {
         let parts = DepthParts::of(&last);
         for (j, out) in c[(rows - 1) * n..rows * n].iter_mut().enumerate() {
-            *out = parts.sum(k, term(rows - 1, j));
+            let at = ShardSum::at((rows - 1) * n + j, rows * n);
+            *out = parts.sum(k, term(rows - 1, j), at);
         }
     }
     if let Some(corner) = eigen_product::corner_order(shape, RowsOperand::Matrix, host) {
-        c[rows * n - 1] = DepthParts::of(&corner).sum(k, term(rows - 1, n - 1));
+        let at = ShardSum::at(rows * n - 1, rows * n);
+        c[rows * n - 1] = DepthParts::of(&corner).sum(k, term(rows - 1, n - 1), at);
     }
 }
 

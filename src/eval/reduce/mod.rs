@@ -235,14 +235,15 @@ pub fn reduce(ev: &mut Evaluator, ins: &Instruction, ops: &[&Value], simplified:
                 !ty.is_float() && !ty.is_complex() || matches!(op, NOp::Max | NOp::Min);
             let tree = !order_free && !tree::offloaded_to_ynn(ty, op == NOp::Add, n_in, dims.len());
             if !tree && !order_free {
-                // YNNPACK's f32/f64 sum, in its order.
+                // YNNPACK's f32/f64 sum, in its order on XLA:CPU's threads.
+                let tiling = ynn::Tiling::Threads(ev.options.xla.threads);
                 let data = match (&inputs[0].data, &inits[0].data) {
-                    (ArrayData::F32(v), ArrayData::F32(i)) => i
-                        .first()
-                        .map(|&i| Native::into_data(ynn::ynn_reduce(v, &sizes, &reduced, i))),
-                    (ArrayData::F64(v), ArrayData::F64(i)) => i
-                        .first()
-                        .map(|&i| Native::into_data(ynn::ynn_reduce(v, &sizes, &reduced, i))),
+                    (ArrayData::F32(v), ArrayData::F32(i)) => i.first().map(|&i| {
+                        Native::into_data(ynn::ynn_reduce(v, &sizes, &reduced, i, tiling))
+                    }),
+                    (ArrayData::F64(v), ArrayData::F64(i)) => i.first().map(|&i| {
+                        Native::into_data(ynn::ynn_reduce(v, &sizes, &reduced, i, tiling))
+                    }),
                     _ => None,
                 };
                 if let Some(data) = data {
@@ -434,13 +435,14 @@ fn reduce_typed<T: Native, F: Fn(T, T) -> T + Sync + Copy>(
 /// The row sums from 0 of the row-major `[rows, n]` f32 array `v`, exactly as XLA:CPU's
 /// `reduce` over the last dimension with an `add` reducer gives them: in the tree order
 /// ([`tree`]), or YNNPACK's ([`ynn`]) from 4096 elements in all. For the products XLA
-/// rewrites into such a reduce (a dot of two vectors, per batch).
+/// rewrites into such a reduce (a dot of two vectors, per batch): YNNPACK computes them in
+/// the same subgraph, so its tiles are [`ynn::Tiling::Fused`], whatever the thread count.
 pub(crate) fn sum_rows_f32(v: &[f32], (rows, n): (usize, usize)) -> Vec<f32> {
     if n == 0 {
         return vec![0.0; rows];
     }
     if tree::offloaded_to_ynn(ElementType::F32, true, rows * n, 1) {
-        return ynn::ynn_reduce(v, &[rows, n], &[false, true], 0.0);
+        return ynn::ynn_reduce(v, &[rows, n], &[false, true], 0.0, ynn::Tiling::Fused);
     }
     tree::tree_reduce_native(v, &[rows, n], &[false, true], 0.0, <f32 as Native>::add)
 }

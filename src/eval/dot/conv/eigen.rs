@@ -55,7 +55,7 @@
 
 use super::{stencil, Geom};
 use crate::eval::dot::eigen_parts::DepthParts;
-use crate::eval::dot::eigen_product::{self, RowsOperand, MEASURING_HOST};
+use crate::eval::dot::eigen_product::{self, EigenHost, RowsOperand};
 
 /// The deepest contraction (taps × input features) hlosim runs as one chain in a 3-D
 /// convolution: Eigen's depth blocks were 304 on the measuring host; 256 leaves room for
@@ -106,13 +106,18 @@ pub(super) fn parts(
     (rows, cols, depth): (usize, usize, usize),
     operand: RowsOperand,
     dims: usize,
+    host: &EigenHost,
 ) -> Option<DepthParts> {
     if rows < ONE_CHAIN_MIN_ROWS || cols < 2 {
         return None;
     }
     if dims != 3 {
-        let (shape, host) = ((rows, cols, depth), &MEASURING_HOST);
-        let mut parts = DepthParts::of(&eigen_product::order(shape, operand, host)?);
+        let shape = (rows, cols, depth);
+        // The contraction's buffer is the output of one feature group, positions by output
+        // features, row-major: where four or more shards are added, the element's place in it
+        // picks the association (`ShardSum`).
+        let order = eigen_product::order(shape, operand, host);
+        let mut parts = DepthParts::of(&order).with_buffer(rows, cols);
         if let Some(last) = eigen_product::last_row_order(shape, operand, host) {
             parts = parts.with_last_row(rows - 1, &last);
         }
@@ -140,6 +145,7 @@ pub(super) fn undilated_parts(
     g: &Geom,
     shape: (usize, usize, usize),
     dims: usize,
+    host: &EigenHost,
 ) -> Option<DepthParts> {
     let dot = g
         .win
@@ -149,12 +155,17 @@ pub(super) fn undilated_parts(
     if dot && (2..=3).contains(&g.cin_g) {
         return None;
     }
-    parts(shape, operand, dims)
+    parts(shape, operand, dims, host)
 }
 
 /// The order in which Eigen sums `g`, a convolution XLA:CPU does not hand to YNNPACK, or `None`
 /// where it is not reproduced (plain 2-D convolutions are [`super::stencil`]'s).
-pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<Order> {
+pub(super) fn order(
+    g: &Geom,
+    feature_groups: i64,
+    batch_groups: i64,
+    host: &EigenHost,
+) -> Option<Order> {
     let dims = g.win.len();
     let reproducible = g
         .win
@@ -180,7 +191,7 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
         };
         let shape = (positions, g.out_per_fg, taps * g.cin_g);
         return ok
-            .then(|| undilated_parts(g, shape, dims))
+            .then(|| undilated_parts(g, shape, dims, host))
             .flatten()
             .map(Order::Chain);
     }
@@ -199,11 +210,12 @@ pub(super) fn order(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<
         // Its rows are input pixels, each added into several outputs: one summed in parts
         // of its own is not followed. Its last column (the last tap of the last output
         // feature) summed as a row is.
-        let parts = parts(shape, RowsOperand::Matrix, dims).filter(|p| p.same_for_every_row());
+        let parts =
+            parts(shape, RowsOperand::Matrix, dims, host).filter(|p| p.same_for_every_row());
         return parts.map(Order::TapSums);
     }
     let shape = (positions, g.out_per_fg, taps * g.cin_g);
-    parts(shape, patches(g), dims).map(Order::Chain)
+    parts(shape, patches(g), dims, host).map(Order::Chain)
 }
 
 /// How Eigen prices the image patches of `g`: those of one group where there are several.
@@ -218,9 +230,10 @@ fn patches(g: &Geom) -> RowsOperand {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eval::dot::eigen_product::MEASURING_HOST;
 
     fn one_chain(shape: (usize, usize, usize), operand: RowsOperand, dims: usize) -> bool {
-        parts(shape, operand, dims).is_some_and(|p| p.is_whole())
+        parts(shape, operand, dims, &MEASURING_HOST).is_some_and(|p| p.is_whole())
     }
 
     /// (rows, columns, depth) of 1-D and 2-D convolutions measured against XLA:CPU with the
@@ -296,8 +309,8 @@ mod tests {
         ];
         for (shape, order) in cases {
             assert_eq!(
-                parts(shape, patches, 2),
-                Some(DepthParts::of(&order)),
+                parts(shape, patches, 2, &MEASURING_HOST),
+                Some(DepthParts::of(&order).with_buffer(shape.0, shape.1)),
                 "{shape:?}"
             );
         }

@@ -67,6 +67,7 @@
 
 use super::eigen;
 use super::Geom;
+use crate::eval::dot::eigen_product::EigenHost;
 use crate::eval::dot::xla_order::fma_row;
 use crate::eval::dot::ynn_panels::{panel_depth, WIDE_KERNELS};
 use rayon::prelude::*;
@@ -219,7 +220,12 @@ pub(super) fn in_ynn(g: &Geom, feature_groups: usize) -> bool {
 /// non-negative padding, a window larger than 1×1, no batch groups), and how it is summed:
 /// YNNPACK's choice, or for one that stays outside YNNPACK, Eigen's single chain while the
 /// depth fits one of its blocks (with at least 2 outputs per group).
-pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Option<Choice> {
+pub(super) fn applies(
+    g: &Geom,
+    feature_groups: i64,
+    batch_groups: i64,
+    host: &EigenHost,
+) -> Option<Choice> {
     // `convolution` has checked that the group counts are at least 1.
     if batch_groups != 1 || g.win.len() != 2 {
         return None;
@@ -238,7 +244,7 @@ pub(super) fn applies(g: &Geom, feature_groups: i64, batch_groups: i64) -> Optio
     if !in_ynn(g, groups) {
         // An unpadded 1×1 window becomes a plain `dot` (`eigen::undilated_parts`). Eigen's
         // depth in parts is `eigen::order`'s.
-        let eigen = eigen::undilated_parts(g, (positions, n, c * taps), 2);
+        let eigen = eigen::undilated_parts(g, (positions, n, c * taps), 2, host);
         return eigen.filter(|p| p.is_whole()).map(|_| Choice::Chains {
             lanes: 1,
             kc: c * taps,

@@ -19,8 +19,9 @@
 //!   other partials stay zero (they are still summed in the second reduce, which shows in its
 //!   order). The second reduce's loops over reduced dimensions are serial and follow the same
 //!   rule. Read off the kernel calls themselves (gdb breakpoints on `sum_kn_fp32_avx512` and
-//!   `sum_k1_fp32_avx512` printing their arguments). XLA:CPU on one thread never cuts;
-//!   hlosim copies a host with two threads.
+//!   `sum_k1_fp32_avx512` printing their arguments). XLA:CPU on one thread never cuts; the
+//!   thread count is XLA:CPU's ([`Tiling`]), and a reduce of products YNNPACK computes itself
+//!   is cut wherever it offers.
 //!
 //! Every step obeys XLA:CPU's denormal rules (DAZ/FTZ are set while YNNPACK runs too) and
 //! keeps the first operand's NaN; a fast path adds raw where those rules cannot change a bit
@@ -40,28 +41,57 @@ use rayon::prelude::*;
 /// 32768 f32 or 16384 f64 elements.
 const TILE_BYTES: usize = 128 * 1024;
 
-/// Parallel tasks YNNPACK's scheduler aims for before it stops cutting: `2 × threads`
-/// (`make_schedule`'s `target_task_count`) on a host of two threads (the machines the
-/// fixtures were recorded on; measured: f32[M, K] over K is cut for M ≤ 3, whole for M ≥ 4).
-const TASK_TARGET: usize = 4;
+/// Parallel tasks per thread YNNPACK's scheduler aims for before it stops cutting
+/// (`make_schedule`'s `target_task_count` is `2 × threads`; measured on two threads:
+/// f32[M, K] over K is cut for M ≤ 3, whole for M ≥ 4).
+const TASKS_PER_THREAD: usize = 2;
+
+/// Which of the cuts YNNPACK offers its scheduler makes ([`schedule`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tiling {
+    /// A reduce of an array in memory, on XLA:CPU's given intra-op threads: cuts are made
+    /// while fewer than [`TASKS_PER_THREAD`] tasks per thread are in sight, none on one
+    /// thread (XLA:CPU gives YNNPACK no thread pool then). Measured with the oracle on 1, 3,
+    /// 4, 8, 16 and 64 threads (`PJRT_NPROC`): 600 random reduces, every one bit-exact.
+    Threads(usize),
+    /// A reduce whose input YNNPACK computes in the same subgraph (the products of a dot of
+    /// two vectors, which XLA rewrites into `reduce(multiply)`): every offered cut is made,
+    /// whatever the thread count. Measured on 1, 2 and 8 threads: f32[8, 40000] and
+    /// f32[40, 40000] products summed in tiles of 32768 (which [`Tiling::Threads`] leaves
+    /// whole from 4 rows on two threads), and [40000] still cut on one thread.
+    Fused,
+}
+
+impl Tiling {
+    /// The parallel tasks the scheduler aims for before it stops cutting.
+    fn task_target(self) -> usize {
+        match self {
+            Tiling::Threads(threads) if threads <= 1 => 1,
+            Tiling::Threads(threads) => TASKS_PER_THREAD * threads,
+            Tiling::Fused => usize::MAX,
+        }
+    }
+}
 
 /// The reduce of `v` (row-major, dimensions `dims`) over the `reduced` dimensions by `add`
-/// from `init`, as XLA:CPU's YNNPACK computes it: the outputs in row-major order of the kept
-/// dimensions.
+/// from `init`, as XLA:CPU's YNNPACK computes it, its tiles as `tiling` makes them: the
+/// outputs in row-major order of the kept dimensions.
 pub(crate) fn ynn_reduce<T: YnnFloat>(
     v: &[T],
     dims: &[usize],
     reduced: &[bool],
     init: T,
+    tiling: Tiling,
 ) -> Vec<T> {
+    let target = tiling.task_target();
     // The partial results' shape is fixed by the cuts YNNPACK offers; the scheduler then
     // decides which cuts its loops make ([`schedule`]). A dimension it leaves uncut is
     // summed whole into the first partial of that dimension; the others stay zero.
     let offered = split_factors(dims, std::mem::size_of::<T>());
     if !(0..dims.len()).any(|i| reduced[i] && offered[i] < dims[i]) {
-        return reduce_whole(v, dims, reduced, init);
+        return reduce_whole(v, dims, reduced, init, target);
     }
-    let made = schedule(dims, offered.clone(), &vec![false; dims.len()]);
+    let made = schedule(dims, offered.clone(), &vec![false; dims.len()], target);
     let pdims: Vec<usize> = (0..dims.len())
         .map(|i| {
             if reduced[i] {
@@ -109,15 +139,22 @@ pub(crate) fn ynn_reduce<T: YnnFloat>(
     for (at, vals) in runs {
         partials[at..at + vals.len()].copy_from_slice(&vals);
     }
-    reduce_whole(&partials, &pdims, reduced, init)
+    reduce_whole(&partials, &pdims, reduced, init, target)
 }
 
 /// The reduce without partial results: every output starts from `init`. Its loops over
 /// reduced dimensions are serial and step by YNNPACK's split factors where [`schedule`]
 /// keeps the cut (a parallel loop inside them; seen in the second reduce of a split over
 /// many partials): the driver then runs on each tile in turn (outer dimensions slowest), each
-/// call adding to the outputs.
-fn reduce_whole<T: YnnFloat>(v: &[T], dims: &[usize], reduced: &[bool], init: T) -> Vec<T> {
+/// call adding to the outputs. `target`: the scheduler's parallel tasks
+/// ([`Tiling::task_target`]).
+fn reduce_whole<T: YnnFloat>(
+    v: &[T],
+    dims: &[usize],
+    reduced: &[bool],
+    init: T,
+    target: usize,
+) -> Vec<T> {
     let kept: Vec<usize> = (0..dims.len())
         .filter(|&i| !reduced[i])
         .map(|i| dims[i])
@@ -140,7 +177,8 @@ fn reduce_whole<T: YnnFloat>(v: &[T], dims: &[usize], reduced: &[bool], init: T)
             reduced: reduced[i],
         })
         .collect();
-    let steps = schedule(dims, split_factors(dims, std::mem::size_of::<T>()), reduced);
+    let factors = split_factors(dims, std::mem::size_of::<T>());
+    let steps = schedule(dims, factors, reduced, target);
     let red: Vec<usize> = (0..dims.len()).filter(|&i| reduced[i]).collect();
     let raw = plan::raw_ok(v);
     for t in box_positions(
@@ -182,18 +220,18 @@ fn split_factors(dims: &[usize], elem_bytes: usize) -> Vec<usize> {
 
 /// The split factors left after YNNPACK's scheduler (`make_schedule`) and slinky's loops.
 /// Walking the dimensions outermost first, a cut dimension is a parallel loop while fewer
-/// than [`TASK_TARGET`] tasks are in sight (each such loop multiplies them by its tile count),
+/// than `target` tasks ([`Tiling::task_target`]) are in sight (each such loop multiplies them by its tile count),
 /// else a serial one; a dimension in `serial` (a reduction loop of a reduce without partial
 /// results) always is. Serial loops inside the innermost parallel one are not cut (their
 /// factor becomes their extent); serial ones outside it are. (Measured from the kernel calls:
 /// `f32[4, 40000]` over 1 sums whole rows; the second reduce of `f64[3,24,177,64]` over 0
 /// steps through its 3 partials around a parallel loop, that of `f32[155,4172]` over 0 sums
 /// its 23 in one call.)
-fn schedule(dims: &[usize], mut factors: Vec<usize>, serial: &[bool]) -> Vec<usize> {
+fn schedule(dims: &[usize], mut factors: Vec<usize>, serial: &[bool], target: usize) -> Vec<usize> {
     let mut tasks = 1usize;
     let mut innermost_parallel = None;
     for (i, (f, &d)) in factors.iter().zip(dims).enumerate() {
-        if *f >= d || serial[i] || tasks >= TASK_TARGET {
+        if *f >= d || serial[i] || tasks >= target {
             continue;
         }
         tasks = tasks.saturating_mul(d.div_ceil(*f));
@@ -248,36 +286,36 @@ mod tests {
     fn cuts_stop_once_there_are_enough_tasks() {
         // 3 rows give 3 tasks: the row dimension is cut too (2 × 3 ≥ 4 after it).
         assert_eq!(
-            schedule(&[3, 40000], vec![1, 32768], &[false; 2]),
+            schedule(&[3, 40000], vec![1, 32768], &[false; 2], 4),
             vec![1, 32768]
         );
         // 4 rows are enough: the rows are serial, whole.
         assert_eq!(
-            schedule(&[4, 40000], vec![1, 32768], &[false; 2]),
+            schedule(&[4, 40000], vec![1, 32768], &[false; 2], 4),
             vec![1, 40000]
         );
         // A dimension that is not cut does not count: [2000, 8, 100] over 0 is cut.
         assert_eq!(
-            schedule(&[2000, 8, 100], vec![40, 8, 100], &[false; 3]),
+            schedule(&[2000, 8, 100], vec![40, 8, 100], &[false; 3], 4),
             vec![40, 8, 100]
         );
         // 3 × 2 positions outside: the 40000 are not cut.
         assert_eq!(
-            schedule(&[3, 2, 40000], vec![1, 1, 32768], &[false; 3]),
+            schedule(&[3, 2, 40000], vec![1, 1, 32768], &[false; 3], 4),
             vec![1, 1, 40000]
         );
         assert_eq!(
-            schedule(&[2, 2, 2000, 50], vec![1, 1, 655, 50], &[false; 4]),
+            schedule(&[2, 2, 2000, 50], vec![1, 1, 655, 50], &[false; 4], 4),
             vec![1, 1, 2000, 50]
         );
         // A reduction loop is serial: cut only around a parallel loop inside it.
         let reduction = [true, false, false, false];
         assert_eq!(
-            schedule(&[3, 24, 177, 64], vec![1, 1, 177, 64], &reduction),
+            schedule(&[3, 24, 177, 64], vec![1, 1, 177, 64], &reduction, 4),
             vec![1, 1, 177, 64]
         );
         assert_eq!(
-            schedule(&[23, 4172], vec![7, 4172], &[true, false]),
+            schedule(&[23, 4172], vec![7, 4172], &[true, false], 4),
             vec![23, 4172]
         );
     }
@@ -297,10 +335,29 @@ mod tests {
         let four: Vec<f32> = row.iter().cycle().take(4 * 40000).copied().collect();
         let rows = [false, true];
         assert_eq!(
-            ynn_reduce(&three, &[3, 40000], &rows, 0.0),
+            ynn_reduce(&three, &[3, 40000], &rows, 0.0, Tiling::Threads(2)),
             vec![BIG + 2.0; 3]
         );
-        assert_eq!(ynn_reduce(&four, &[4, 40000], &rows, 0.0), vec![BIG; 4]);
+        assert_eq!(
+            ynn_reduce(&four, &[4, 40000], &rows, 0.0, Tiling::Threads(2)),
+            vec![BIG; 4]
+        );
+        // More threads want more tasks: 4 rows are cut on 4 threads (8 tasks wanted), and
+        // the 3 rows are not on one thread.
+        let four_cut = ynn_reduce(&four, &[4, 40000], &rows, 0.0, Tiling::Threads(4));
+        assert_eq!(four_cut, vec![BIG + 2.0; 4]);
+        let three_whole = ynn_reduce(&three, &[3, 40000], &rows, 0.0, Tiling::Threads(1));
+        assert_eq!(three_whole, vec![BIG; 3]);
+        // Products computed in the same subgraph: every offered cut, on any thread count.
+        for tiling in [Tiling::Fused, Tiling::Threads(1)] {
+            let got = ynn_reduce(&four, &[4, 40000], &rows, 0.0, tiling);
+            let want = if tiling == Tiling::Fused {
+                BIG + 2.0
+            } else {
+                BIG
+            };
+            assert_eq!(got, vec![want; 4], "{tiling:?}");
+        }
     }
 
     /// Columns split into tiles of 16384 rows of 2: column 0 holds 2^24 in row 0 and ones in
@@ -316,10 +373,16 @@ mod tests {
         x[16384 * 2] = 1.0;
         x[32768 * 2] = 1.0;
         x[1] = 3.0;
-        let one = ynn_reduce(&x, &[rows, 2], &[true, false], 0.0);
+        let one = ynn_reduce(&x, &[rows, 2], &[true, false], 0.0, Tiling::Threads(2));
         assert_eq!(one, vec![BIG, 3.0]);
         let four: Vec<f32> = x.iter().cycle().take(4 * x.len()).copied().collect();
-        let whole = ynn_reduce(&four, &[4, rows, 2], &[false, true, false], 0.0);
+        let whole = ynn_reduce(
+            &four,
+            &[4, rows, 2],
+            &[false, true, false],
+            0.0,
+            Tiling::Threads(2),
+        );
         assert_eq!(
             whole,
             vec![
@@ -349,7 +412,13 @@ mod tests {
         // Output 1: x[0, 1, :] sums to 1 and x[1, 1, :] to 2^24: 1 + 2^24 rounds to 2^24.
         x[4096] = 1.0;
         x[3 * 4096] = BIG;
-        let out = ynn_reduce(&x, &[2, 2, 4096], &[true, false, true], 0.0);
+        let out = ynn_reduce(
+            &x,
+            &[2, 2, 4096],
+            &[true, false, true],
+            0.0,
+            Tiling::Threads(2),
+        );
         assert_eq!(out, vec![BIG + 2.0, BIG]);
     }
 }
