@@ -116,9 +116,10 @@ impl XlaCpu {
 /// The threads of XLA:CPU's intra-op pool on this machine, counted as PJRT's CPU client
 /// counts them (`DefaultThreadPoolSize`, `xla/pjrt/cpu/cpu_client.cc`): the environment
 /// variable `PJRT_NPROC`, else `NPROC`, else the CPUs this process may run on (TSL's
-/// `MaxParallelism`: the affinity mask, not a cgroup quota). Measured with the oracle:
-/// `PJRT_NPROC` wins over `NPROC`, and 0 gives the one-thread orders. Reading the same
-/// variables means `PJRT_NPROC=8 hlosim run ...` copies `PJRT_NPROC=8 python ...`.
+/// `MaxParallelism`, which counts the affinity mask). Measured with the oracle: `PJRT_NPROC`
+/// wins over `NPROC`, 0 gives the one-thread orders, and under `taskset -c 0` both take one
+/// thread. Reading the same variables means `PJRT_NPROC=8 hlosim run ...` copies
+/// `PJRT_NPROC=8 python ...`.
 pub fn intra_op_threads() -> usize {
     let from_env = ["PJRT_NPROC", "NPROC"]
         .iter()
