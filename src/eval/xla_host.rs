@@ -120,14 +120,42 @@ impl XlaCpu {
 /// wins over `NPROC`, 0 gives the one-thread orders, and under `taskset -c 0` both take one
 /// thread. Reading the same variables means `PJRT_NPROC=8 hlosim run ...` copies
 /// `PJRT_NPROC=8 python ...`.
+///
+/// One exception: a rank that an MPI launcher started (`--fabric mpi`) counts the CPUs
+/// online instead of its affinity mask. `mpirun` binds each rank to its own cores, and a
+/// rank must copy the same XLA:CPU as the in-process run it stands in for (`mpi_ranks`
+/// tests: bound to one core each, the ranks summed BERT's reduces on one thread's tiles).
 pub fn intra_op_threads() -> usize {
     let from_env = ["PJRT_NPROC", "NPROC"]
         .iter()
         .find_map(|v| std::env::var(v).ok()?.trim().parse::<i64>().ok());
     match from_env {
         Some(n) => usize::try_from(n).unwrap_or(0).max(1),
+        None if started_by_mpi() => online_cpus().max(1),
         None => affinity_cpus().max(1),
     }
+}
+
+/// Whether an MPI launcher started this process: Open MPI's and PMI's (MPICH, Intel MPI,
+/// Slurm) rank-count variables.
+fn started_by_mpi() -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+/// The CPUs online on this machine, whatever this process's affinity.
+#[cfg(unix)]
+fn online_cpus() -> usize {
+    // SAFETY: sysconf only reads a system parameter.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or_else(|_| affinity_cpus())
+}
+
+/// Elsewhere, the affinity count.
+#[cfg(not(unix))]
+fn online_cpus() -> usize {
+    affinity_cpus()
 }
 
 /// The CPUs in this process's affinity mask (`sched_getaffinity`, as TSL counts them).
