@@ -79,8 +79,8 @@ pub(crate) enum Kernel {
     /// [`ynn_panels::amx_bf16_panel`]'s order. Elsewhere on that host, [`Kernel::Bf16Pairs`].
     Bf16Amx,
     /// A transposed lhs (contracting its major dimension) with M, N > 1, not both at most
-    /// 3: Eigen's tensor contraction ([`eigen_product::order`]); where that order is not
-    /// reproduced, in blocks of [`UNIDENTIFIED_BLOCK_DEPTH`]. The order depends on the whole product's M, so
+    /// 3: Eigen's tensor contraction ([`eigen_product::order`], on XLA:CPU's `threads`).
+    /// The order depends on the whole product's M, so
     /// [`sgemm`] must be given whole products (as the dot's `Split::Batches` does).
     /// `threads`: XLA:CPU's intra-op threads, among which Eigen shares the product.
     Eigen { threads: usize },
@@ -157,16 +157,16 @@ pub(crate) const NAIVE_EXTENT: usize = 3;
 /// and 5000, the optimized HLO converts the operands exactly when M and N are both at most 3.
 pub(crate) const BF16_CONVERTED_EXTENT: usize = 3;
 
-/// The block depth of the products whose XLA:CPU order is not identified (Eigen's where
-/// [`eigen_product::order`] has none): 256,
-/// `matrixmultiply`'s default, which hlosim used for every dot before the order above was
-/// found. Kept because it stays within the corpus tolerances where 512 does not (the MLP's
-/// and llama's gradients, whose cancellations amplify a last-bit difference of a forward
-/// dot); neither is XLA:CPU's order.
+/// The block depth [`sgemm`] falls back to for a kernel without panels of its own: only a
+/// dot product (M = N = 1) could get there, and the dot sums those in `reduce`'s order
+/// ([`dot_products`]) instead. 256 is `matrixmultiply`'s default, which hlosim used for every
+/// dot before XLA:CPU's orders were found (Eigen's depth sharded into 4 or more blocks was
+/// the last order summed in it); it is not XLA:CPU's order.
 pub(crate) const UNIDENTIFIED_BLOCK_DEPTH: usize = 256;
 
-/// The column panels of a product on [`Kernel::Tiled`] ([`ynn_panels::panels`]), or one
-/// panel in blocks of [`UNIDENTIFIED_BLOCK_DEPTH`] for a kernel whose order is not identified.
+/// The column panels of a product on [`Kernel::Tiled`] ([`ynn_panels::panels`]) or YNNPACK's
+/// bf16 kernels, or one panel in blocks of [`UNIDENTIFIED_BLOCK_DEPTH`] for any other kernel
+/// (which [`sgemm`] sums before it gets here).
 fn panels_for(rows: usize, n: usize, kernel: Kernel) -> Vec<Panel> {
     match kernel {
         Kernel::Tiled { packed_rhs } => ynn_panels::panels(rows, n, packed_rhs),
