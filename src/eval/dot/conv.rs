@@ -37,6 +37,8 @@ struct Geom {
     out_feat: usize,
     out_sp: Vec<usize>,
     in_sp: Vec<usize>,
+    /// Input batch (every batch group's).
+    in_batch: usize,
     /// Input strides of batch, feature, spatial dims.
     is_b: usize,
     is_f: usize,
@@ -174,6 +176,7 @@ pub fn convolution(
         out_feat: u(kout),
         out_sp: cd.output_spatial.iter().map(|&d| u(od[u(d)])).collect(),
         in_sp: cd.input_spatial.iter().map(|&d| u(id[u(d)])).collect(),
+        in_batch: u(n),
         is_b: is[u(cd.input_batch)],
         is_f: is[u(cd.input_feature)],
         is_sp: cd.input_spatial.iter().map(|&d| is[u(d)]).collect(),
@@ -266,15 +269,16 @@ pub fn convolution(
                         sums.into_iter().map(|st| parts.finish(st)).collect()
                     }
                     eigen::Order::TapSums(parts) => {
-                        // The product's column is the (tap, output feature) pair; one group.
+                        // The product's row is the input pixel, its column the (tap, output
+                        // feature) pair; one group.
                         let tap_sums = conv_taps(
                             &g,
                             |_, o| (0f32, o),
                             Forward,
                             |(acc, o), io, ko, tap| {
                                 let terms = feature_terms(&a, &k, &g, io, ko);
-                                let col = tap * g.out_feat + o;
-                                (acc + parts.column_sum(col, g.cin_g, terms), o)
+                                let (row, col) = (g.input_pixel(io), tap * g.out_feat + o);
+                                (acc + parts.element_sum(row, col, g.cin_g, terms), o)
                             },
                         );
                         tap_sums.into_iter().map(|(sum, _)| sum).collect()
@@ -330,6 +334,23 @@ pub fn convolution(
     }))
 }
 
+impl Geom {
+    /// The input pixel whose features start at input offset `io`: its row in a contraction
+    /// over the input's pixels (Eigen's transposed convolution), batch-major, the spatial
+    /// dimensions row-major with the first outermost. The input is dense, so each coordinate
+    /// is its offset's quotient by the dimension's stride, modulo the dimension's size.
+    fn input_pixel(&self, io: usize) -> usize {
+        let at = |stride: usize, size: usize| io.checked_div(stride).map_or(0, |q| q % size);
+        let batch = at(self.is_b, self.in_batch.max(1));
+        self.in_sp
+            .iter()
+            .zip(&self.is_sp)
+            .fold(batch, |row, (&size, &stride)| {
+                row * size + at(stride, size.max(1))
+            })
+    }
+}
+
 #[cfg(test)]
 impl Geom {
     /// A geometry for the tests of the order rules, which read the window, the input's
@@ -342,6 +363,7 @@ impl Geom {
             out_feat: 1,
             out_sp: vec![1; nsp],
             in_sp,
+            in_batch: 1,
             is_b: 0,
             is_f: 0,
             is_sp: vec![0; nsp],

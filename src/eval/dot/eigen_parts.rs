@@ -72,6 +72,7 @@ pub(in crate::eval::dot) struct PartSums {
 
 impl DepthParts {
     /// The depth `depth` in one chain.
+    #[cfg(test)]
     pub(in crate::eval::dot) fn whole(depth: usize) -> DepthParts {
         DepthParts {
             ends: vec![(depth, true)],
@@ -210,36 +211,20 @@ impl DepthParts {
         self.last_row.is_none() && self.last_column.is_none()
     }
 
-    /// Whether every row is summed alike, its element in the last column included: no last
-    /// row, no corner of its own, and fewer than four shards, whose adds could depend on the
-    /// element's place (what [`Self::column_sum`] needs).
-    pub(in crate::eval::dot) fn same_for_every_row(&self) -> bool {
-        let shards = self.ends.iter().filter(|&&(_, closes)| closes).count();
-        shards < 4
-            && self.last_row.is_none()
-            && self
-                .last_column
-                .as_ref()
-                .is_none_or(|last| last.corner_row.is_none())
-    }
-
-    /// The sum of `count` terms from depth 0 (`term(i)` the pair at depth `i`) for an element
-    /// of column `col`, where every row sums alike ([`Self::same_for_every_row`]): by oneDNN's
-    /// single-row kernel in the last column's slices where that column is summed as a row,
-    /// in the usual parts otherwise. For a product whose elements are not outputs but go on
-    /// to be added (the transposed convolution's (pixel, tap) products).
-    pub(in crate::eval::dot) fn column_sum(
+    /// The sum of the element in row `row` and column `col` over `count` terms from depth 0
+    /// (`term(i)` the pair at depth `i`), in its parts: by oneDNN's single-row kernel in a
+    /// last column summed as a row, its row's parts in a last row or corner of its own, its
+    /// shards added as its place in the buffer says. For a product whose elements are not
+    /// outputs but go on to be added (the transposed convolution's (pixel, tap) products),
+    /// each summed whole before it is added.
+    pub(in crate::eval::dot) fn element_sum(
         &self,
+        row: usize,
         col: usize,
         count: usize,
         term: impl Fn(usize) -> (f32, f32),
     ) -> f32 {
-        match &self.last_column {
-            Some(last) if last.col == col => {
-                row_dot_slices(&last.slices, term, ShardSum::default())
-            }
-            _ => self.sum(count, term, ShardSum::default()),
-        }
+        self.finish(self.add(self.start(row, col), 0, count, term))
     }
 
     /// Whether every output is one FMA chain over the whole depth.
@@ -467,10 +452,10 @@ mod tests {
     }
 
     /// The same terms summed at once, as the transposed convolution sums a (pixel, tap)
-    /// product: in the last column as that row, in the others as one chain. A corner of its
-    /// own makes the rows differ.
+    /// product: in the last column as that row, in the others as one chain, and in the corner
+    /// of its own as its row.
     #[test]
-    fn a_column_sum_takes_the_last_columns_row() {
+    fn an_element_sum_takes_its_columns_and_rows_order() {
         let big = 2f32.powi(24);
         let term = |i: usize| match i {
             0 => (big, 1.0),
@@ -479,11 +464,26 @@ mod tests {
         };
         let last = || EigenOrder::Sequential(vec![29]);
         let parts = DepthParts::whole(29).with_last_column(3, last(), None);
-        assert!(parts.same_for_every_row());
-        assert_eq!(parts.column_sum(3, 29, term), big + 12.0);
-        assert_eq!(parts.column_sum(2, 29, term), big);
+        assert_eq!(parts.element_sum(0, 3, 29, term), big + 12.0);
+        assert_eq!(parts.element_sum(7, 3, 29, term), big + 12.0);
+        assert_eq!(parts.element_sum(0, 2, 29, term), big);
         let corner = DepthParts::whole(29).with_last_column(3, last(), Some(7));
-        assert!(!corner.same_for_every_row());
+        assert_eq!(corner.element_sum(0, 3, 29, term), big + 12.0);
+        assert_eq!(corner.element_sum(7, 3, 29, term), big);
+    }
+
+    /// A last row of its own in parts, the others whole: 2^24 then 28 ones in one chain lose
+    /// every 1 (2^24 + 1 ties to even); in parts of 8, 8, 8 and 5 from zero the first part
+    /// loses its 7 ones the same way, the others sum to 8, 8 and 5 exactly, and 2^24 + 8 + 8
+    /// + 5 = 2^24 + 21 ties to 2^24 + 20.
+    #[test]
+    fn an_element_sum_in_the_last_row_takes_that_rows_parts() {
+        let big = 2f32.powi(24);
+        let term = |i: usize| if i == 0 { (big, 1.0) } else { (1.0, 1.0) };
+        let parts =
+            DepthParts::whole(29).with_last_row(4, &EigenOrder::Sequential(vec![8, 8, 8, 5]));
+        assert_eq!(parts.element_sum(3, 0, 29, term), big);
+        assert_eq!(parts.element_sum(4, 0, 29, term), big + 20.0);
     }
 
     #[test]

@@ -113,12 +113,28 @@ pub(crate) enum RowsOperand {
     /// prices at 3 multiplications, one division and 3 additions per coefficient on each
     /// operand (a packet of 8 at a time). Measured: ten 2-D grouped shapes (2 to 4 groups,
     /// depths 72 to 2500) whose evaluation those costs change, every one in the order they
-    /// give; an ungrouped convolution (one group) is priced without them.
+    /// give; an ungrouped convolution (one group) is priced without them: seven 1-D shapes
+    /// that the chips' price would shard or not otherwise were all as without them, though
+    /// XLA's `EigenGenericConv2D` chips one group alike (3-D convolutions price the kernel's
+    /// chip of one group: [`RowsOperand::VolumePatches`]).
     GroupImagePatches,
+    /// The volume patches of a 3-D convolution (`EigenConv3D`, one contraction per feature
+    /// group, ungrouped ones too): `TensorVolumePatchOp`'s `costPerCoeff` is 10 integer
+    /// divisions at 24 cycles, 21 multiplications and 8 additions per coefficient (a packet
+    /// of 8 at a time) and leaves out its argument's cost, so none of the input's bytes; the
+    /// kernel is always read through a `chip` of its group, priced as above even for one
+    /// group (unlike [`RowsOperand::ImagePatches`]). Measured: six 3-D shapes (16 to 125 rows,
+    /// depths 108 to 324) that this cost and the image patches' price differently (sharded or
+    /// not), every one in the order this cost gives, and three ungrouped ones that are sharded
+    /// only with the kernel's chip priced (27x8x216 twice, 16x32x324).
+    VolumePatches,
 }
 
 /// Eigen's compute cycles per coefficient of a `chip` of a middle dimension (vectorised).
 const CHIP_COMPUTE: f64 = (3.0 + 24.0 + 3.0) / PACKET as f64;
+
+/// Eigen's compute cycles per coefficient of a 3-D convolution's volume patches (vectorised).
+const VOLUME_PATCH_COMPUTE: f64 = (10.0 * 24.0 + 21.0 + 8.0) / PACKET as f64;
 
 impl RowsOperand {
     /// Eigen's compute cycles per coefficient of this operand beyond the load.
@@ -128,13 +144,22 @@ impl RowsOperand {
             RowsOperand::Matrix => 0.0,
             RowsOperand::ImagePatches => patches,
             RowsOperand::GroupImagePatches => patches + CHIP_COMPUTE,
+            RowsOperand::VolumePatches => VOLUME_PATCH_COMPUTE,
+        }
+    }
+
+    /// The bytes Eigen's cost model counts per coefficient read of this operand.
+    fn bytes(self) -> f64 {
+        match self {
+            RowsOperand::VolumePatches => 0.0,
+            RowsOperand::Matrix | RowsOperand::ImagePatches | RowsOperand::GroupImagePatches => 4.0,
         }
     }
 
     /// Eigen's compute cycles per coefficient of the other operand (Eigen's left-hand side).
     fn lhs_compute(self) -> f64 {
         match self {
-            RowsOperand::GroupImagePatches => CHIP_COMPUTE,
+            RowsOperand::GroupImagePatches | RowsOperand::VolumePatches => CHIP_COMPUTE,
             RowsOperand::Matrix | RowsOperand::ImagePatches => 0.0,
         }
     }
@@ -568,7 +593,7 @@ fn output_threads(m: usize, n: usize, k: usize, rows: RowsOperand, host: &EigenH
     // The lhs (read k/n times per output) and rhs (k/m times); Eigen drops the lhs's memory
     // cost when sharding by column, the rhs's otherwise, never a compute cost (the patches'
     // or a group's chip).
-    let (lhs, rhs) = (4.0 * bk / n as f64, 4.0 * bk / m as f64);
+    let (lhs, rhs) = (4.0 * bk / n as f64, rows.bytes() * bk / m as f64);
     let loaded = if by_col { rhs } else { lhs };
     let compute = bk * bandwidth(m, n, bk as usize) / PACKET as f64
         + rows.compute() * bk / m as f64
@@ -597,7 +622,7 @@ fn depth_threads(m: usize, n: usize, k: usize, rows: RowsOperand, host: &EigenHo
     // The sharded gemm runs by column: Eigen passes `(n, m)` where the block gemm passes `(m, n)`.
     let compute = bandwidth(n, m, k) * m as f64 * n as f64 / PACKET as f64;
     let compute = compute + rows.compute() * n as f64 + rows.lhs_compute() * m as f64;
-    let parallel = cycles(k as f64, 4.0 * n as f64, 4.0, compute);
+    let parallel = cycles(k as f64, rows.bytes() * n as f64, 4.0, compute);
     let reduction = cycles((m * n) as f64, 2.0, 1.0, 1.0 / PACKET as f64);
     let (mut best_threads, mut best) = (1, parallel);
     for t in (2..=host.threads).step_by(2) {

@@ -21,12 +21,14 @@
 //!
 //! Eigen's contraction is the one a transposed-lhs dot goes through (Eigen's thread-pool
 //! evaluation, TSL's blocking, oneDNN's sgemm: [`eigen_product`]), with the patches read
-//! through `TensorImagePatchOp`, whose index arithmetic Eigen's cost model prices, one
-//! contraction per feature group, a group's input and kernel read through Eigen's `chip`,
-//! priced too where there are several groups ([`RowsOperand::GroupImagePatches`]). For 1-D
-//! and 2-D convolutions hlosim follows that model wherever it leads ([`parts`]): the depth
-//! (taps × features, padded taps included) whole, cut into TSL's slices and oneDNN's halves
-//! (deeper than 320 on two threads, 90×16×352 as two chains of 176, or 384 on one), or
+//! through `TensorImagePatchOp` (a 3-D convolution's through `TensorVolumePatchOp`), whose
+//! index arithmetic Eigen's cost model prices, one contraction per feature group, a group's
+//! input and kernel read through Eigen's `chip`, priced too where there are several groups
+//! ([`RowsOperand::GroupImagePatches`]; a 3-D convolution's kernel always, its input never:
+//! [`RowsOperand::VolumePatches`]). hlosim follows that model wherever it leads ([`parts`]):
+//! the depth (taps × features, padded taps included) whole, cut into TSL's slices and
+//! oneDNN's halves (deeper than 320 on two threads, 90×16×352 as two chains of 176, or 384
+//! on one), or
 //! sharded (the band of sizes once measured as "two chains added at the end" is Eigen's
 //! `shardByInnerDim`, 81×8×200 as 104 + 96), each part an FMA chain from zero wherever it
 //! starts in a tap's features, the last row on its own where TSL's column blocks leave it
@@ -36,15 +38,16 @@
 //! data against the oracle part by part, then with random data (fixtures `conv_eigen_*`,
 //! `tools/fixtures/check_conv_orders.py --deep` and `--last-column`). The transposed form's
 //! rows are input pixels added into several outputs, and its columns are (tap, output
-//! feature) pairs: a last pixel summed on its own there is declined; its last column (the
-//! last tap of the last output feature) is summed by the single-row kernel too, and that
-//! product added with the other taps' as usual (`--transposed-last-column`). 3-D
-//! convolutions read volume patches, priced otherwise and not modelled: for them one chain
-//! in the shapes measured ([`SINGLE_BLOCK_DEPTH_3D`], [`SHARDED_DEPTH_BAND_3D`]).
+//! feature) pairs: each (pixel, tap) product is summed in its own row's and column's parts
+//! (the last pixel as a row of its own, the last tap of the last output feature by the
+//! single-row kernel, four or more shards as the product's place in the buffer says) and
+//! then added with the other taps' as usual (`--transposed-last-column`,
+//! `--transposed-last-row`).
 //!
 //! Measured: 1-D windows 1 to 7 with 3 to 128 features and depths up to 256, padding 0..3;
 //! 3-D 2×2×2 and 3×3×3 windows with 8 and 16 features; base dilations 2 and 3 of 1-D, 2-D and
-//! 3-D windows 1 to 5, with strides, window dilation and feature groups; every element
+//! 3-D windows 1 to 5, with strides, window dilation and feature groups; 1-D and 3-D ones of
+//! 1 to 3 groups with strides and both dilations (`--grouped-one-and-three-d`); every element
 //! bit-exact (fixtures `conv_eigen_*`). Out-of-range taps and dilation holes are skipped rather
 //! than added as zero products, which differs only where a kernel value is infinite or NaN.
 //! A reversed window never comes here: XLA:CPU emits its own loop for it ([`super::own_loop`]).
@@ -57,30 +60,9 @@ use super::{stencil, Geom};
 use crate::eval::dot::eigen_parts::DepthParts;
 use crate::eval::dot::eigen_product::{self, EigenHost, RowsOperand};
 
-/// The deepest contraction (taps × input features) hlosim runs as one chain in a 3-D
-/// convolution: Eigen's depth blocks were 304 on the measuring host; 256 leaves room for
-/// smaller caches. (1-D and 2-D convolutions follow Eigen's own rules, [`one_chain`].)
-const SINGLE_BLOCK_DEPTH_3D: usize = 256;
-
 /// The fewest rows (output positions) of a contraction for which Eigen's single chain was
 /// measured (a single position differs).
 const ONE_CHAIN_MIN_ROWS: usize = 9;
-
-/// The deepest 3-D contraction Eigen was measured to sum in one chain for fewer than 8
-/// columns (outputs per group): depths 36 to 96 are one chain, 99 to 200 are not (with 8 or
-/// more outputs, 100 to 256 are still one chain).
-const EIGEN_NARROW_DEPTH_3D: usize = 96;
-
-/// A band of 3-D sizes whose depth Eigen's thread pool shards (two chains added at the end,
-/// read off with the ±2^40 probe: 128 rows of depth 108 with 8 columns). Eigen's cost model
-/// decides it (`shardByInnerDim`); for 1-D and 2-D convolutions [`eigen_product`] restates it
-/// with the image patches' cost, but the volume patches of a 3-D one are priced otherwise (the
-/// same model does not predict that shape), so for them the band measured in 1-D and 2-D
-/// (rows × depth from about 13 800 to 16 500 with fewer than 16 columns) is declined, widened.
-const SHARDED_DEPTH_BAND_3D: std::ops::RangeInclusive<usize> = 11_000..=22_000;
-
-/// The fewest columns for which no sharded depth was seen ([`SHARDED_DEPTH_BAND_3D`]).
-const SHARDED_DEPTH_COLS_3D: usize = 16;
 
 /// `EigenTransposedConv2D` gives up (and runs the patches) when its intermediate product,
 /// `batch × input pixels × taps × outputs` elements, would exceed this many bytes
@@ -98,53 +80,40 @@ pub(super) enum Order {
 }
 
 /// Eigen's depth parts for a contraction of `rows` rows, `cols` columns and depth `depth`, its
-/// rows read from `operand`, in a `dims`-dimensional convolution: for 1-D and 2-D ones, as
-/// Eigen's cost model and blocking decide ([`eigen_product::order`]); for 3-D ones, one chain
-/// in the shapes measured, `None` otherwise. Never fewer than [`ONE_CHAIN_MIN_ROWS`] rows or
-/// 2 columns.
+/// rows read from `operand`, as Eigen's cost model and blocking decide
+/// ([`eigen_product::order`]). Never fewer than [`ONE_CHAIN_MIN_ROWS`] rows or 2 columns.
 pub(super) fn parts(
     (rows, cols, depth): (usize, usize, usize),
     operand: RowsOperand,
-    dims: usize,
     host: &EigenHost,
 ) -> Option<DepthParts> {
     if rows < ONE_CHAIN_MIN_ROWS || cols < 2 {
         return None;
     }
-    if dims != 3 {
-        let shape = (rows, cols, depth);
-        // The contraction's buffer is the output of one feature group, positions by output
-        // features, row-major: where four or more shards are added, the element's place in it
-        // picks the association (`ShardSum`).
-        let order = eigen_product::order(shape, operand, host);
-        let mut parts = DepthParts::of(&order).with_buffer(rows, cols);
-        if let Some(last) = eigen_product::last_row_order(shape, operand, host) {
-            parts = parts.with_last_row(rows - 1, &last);
-        }
-        if let Some(slices) = eigen_product::last_column_order(shape, operand, host) {
-            let corner = eigen_product::corner_order(shape, operand, host).map(|_| rows - 1);
-            parts = parts.with_last_column(cols - 1, slices, corner);
-        }
-        return Some(parts);
+    let shape = (rows, cols, depth);
+    // The contraction's buffer is the output of one feature group, positions by output
+    // features, row-major: where four or more shards are added, the element's place in it
+    // picks the association (`ShardSum`).
+    let order = eigen_product::order(shape, operand, host);
+    let mut parts = DepthParts::of(&order).with_buffer(rows, cols);
+    if let Some(last) = eigen_product::last_row_order(shape, operand, host) {
+        parts = parts.with_last_row(rows - 1, &last);
     }
-    let deepest = if cols >= 8 {
-        SINGLE_BLOCK_DEPTH_3D
-    } else {
-        EIGEN_NARROW_DEPTH_3D
-    };
-    let sharded = cols < SHARDED_DEPTH_COLS_3D && SHARDED_DEPTH_BAND_3D.contains(&(rows * depth));
-    (depth <= deepest && !sharded).then(|| DepthParts::whole(depth))
+    if let Some(slices) = eigen_product::last_column_order(shape, operand, host) {
+        let corner = eigen_product::corner_order(shape, operand, host).map(|_| rows - 1);
+        parts = parts.with_last_column(cols - 1, slices, corner);
+    }
+    Some(parts)
 }
 
-/// Eigen's depth parts for the undilated convolution `g` (`dims` spatial dimensions), a
-/// contraction of `rows × cols × depth` ([`parts`]). An unpadded window of one tap is a plain
-/// `dot` after XLA's rewrite: its rows are a matrix rather than image patches, and it sums 2
-/// or 3 terms otherwise (a 2-D one, or a 1-D one of 2 features and 8 outputs: 81% of the
-/// bits), so those are declined.
+/// Eigen's depth parts for the undilated convolution `g`, a contraction of `rows × cols ×
+/// depth` ([`parts`]). An unpadded window of one tap is a plain `dot` after XLA's rewrite:
+/// its rows are a matrix rather than image patches, and it sums 2 or 3 terms otherwise (a
+/// 2-D one, or a 1-D one of 2 features and 8 outputs: 81% of the bits), so those are
+/// declined.
 pub(super) fn undilated_parts(
     g: &Geom,
     shape: (usize, usize, usize),
-    dims: usize,
     host: &EigenHost,
 ) -> Option<DepthParts> {
     let dot = g
@@ -155,7 +124,7 @@ pub(super) fn undilated_parts(
     if dot && (2..=3).contains(&g.cin_g) {
         return None;
     }
-    parts(shape, operand, dims, host)
+    parts(shape, operand, host)
 }
 
 /// The order in which Eigen sums `g`, a convolution XLA:CPU does not hand to YNNPACK, or `None`
@@ -181,17 +150,11 @@ pub(super) fn order(
     let dilated = g.win.iter().any(|w| w.base_dilation > 1);
     if !dilated {
         // 2-D: those XLA:CPU keeps out of YNNPACK (stencil.rs claims the one-chain ones
-        // first). 1-D and 3-D as measured before the dilated ones: ungrouped, no window
-        // dilation.
-        let plain = g.win.iter().all(|w| w.window_dilation == 1);
-        let ok = if dims == 2 {
-            !stencil::in_ynn(g, feature_groups as usize)
-        } else {
-            feature_groups == 1 && plain
-        };
+        // first); 1-D and 3-D: all.
+        let ok = dims != 2 || !stencil::in_ynn(g, feature_groups as usize);
         let shape = (positions, g.out_per_fg, taps * g.cin_g);
         return ok
-            .then(|| undilated_parts(g, shape, dims, host))
+            .then(|| undilated_parts(g, shape, host))
             .flatten()
             .map(Order::Chain);
     }
@@ -207,20 +170,20 @@ pub(super) fn order(
     if transposed && matrix_bytes <= MAX_CONV_MATRIX_BYTES {
         // The transposed form contracts the input as it is, a matrix.
         let shape = (batch * in_pixels, taps * g.out_feat, g.cin_g);
-        // Its rows are input pixels, each added into several outputs: one summed in parts
-        // of its own is not followed. Its last column (the last tap of the last output
-        // feature) summed as a row is.
-        let parts =
-            parts(shape, RowsOperand::Matrix, dims, host).filter(|p| p.same_for_every_row());
-        return parts.map(Order::TapSums);
+        // Its rows are input pixels and its columns (tap, output feature) pairs: each
+        // element, summed in its own row's and column's parts, is added into an output.
+        return parts(shape, RowsOperand::Matrix, host).map(Order::TapSums);
     }
     let shape = (positions, g.out_per_fg, taps * g.cin_g);
-    parts(shape, patches(g), dims, host).map(Order::Chain)
+    parts(shape, patches(g), host).map(Order::Chain)
 }
 
-/// How Eigen prices the image patches of `g`: those of one group where there are several.
+/// How Eigen prices the patches of `g`: a 3-D convolution's volume patches, a 1-D or 2-D
+/// one's image patches, those of one group where there are several.
 fn patches(g: &Geom) -> RowsOperand {
-    if g.out_per_fg < g.out_feat {
+    if g.win.len() == 3 {
+        RowsOperand::VolumePatches
+    } else if g.out_per_fg < g.out_feat {
         RowsOperand::GroupImagePatches
     } else {
         RowsOperand::ImagePatches
@@ -232,8 +195,8 @@ mod tests {
     use super::*;
     use crate::eval::dot::eigen_product::MEASURING_HOST;
 
-    fn one_chain(shape: (usize, usize, usize), operand: RowsOperand, dims: usize) -> bool {
-        parts(shape, operand, dims, &MEASURING_HOST).is_some_and(|p| p.is_whole())
+    fn one_chain(shape: (usize, usize, usize), operand: RowsOperand) -> bool {
+        parts(shape, operand, &MEASURING_HOST).is_some_and(|p| p.is_whole())
     }
 
     /// (rows, columns, depth) of 1-D and 2-D convolutions measured against XLA:CPU with the
@@ -259,10 +222,7 @@ mod tests {
         ];
         let patches = RowsOperand::ImagePatches;
         for (m, n, k) in chains {
-            assert!(
-                one_chain((m, n, k), patches, 2),
-                "{m}x{n}x{k} was one chain"
-            );
+            assert!(one_chain((m, n, k), patches), "{m}x{n}x{k} was one chain");
         }
         // Depth sharded by Eigen's thread pool (81x8x200, 100x8x162, 81x12x192, 144x4x144,
         // 50x12x320), cut into two depth blocks of 176 (90x16x352), or a single row or column.
@@ -278,13 +238,12 @@ mod tests {
         ];
         for (m, n, k) in not {
             assert!(
-                !one_chain((m, n, k), patches, 2),
+                !one_chain((m, n, k), patches),
                 "{m}x{n}x{k} is not one chain"
             );
         }
-        // 3-D: the shapes measured (128 rows of depth 108 with 8 columns sharded).
-        assert!(one_chain((200, 16, 216), patches, 3));
-        assert!(!one_chain((128, 8, 108), patches, 3));
+        // 3-D: 200 rows of 27 taps x 8 features to 16 outputs, one chain.
+        assert!(one_chain((200, 16, 216), RowsOperand::VolumePatches));
     }
 
     /// Depths cut into parts, read off the oracle with exact-product data (each chain's sum
@@ -309,8 +268,46 @@ mod tests {
         ];
         for (shape, order) in cases {
             assert_eq!(
-                parts(shape, patches, 2, &MEASURING_HOST),
+                parts(shape, patches, &MEASURING_HOST),
                 Some(DepthParts::of(&order).with_buffer(shape.0, shape.1)),
+                "{shape:?}"
+            );
+        }
+    }
+
+    /// 3-D convolutions whose volume patches Eigen prices otherwise than image patches
+    /// (`RowsOperand::VolumePatches`): each read off XLA:CPU on two threads by comparing its
+    /// outputs bit for bit with one FMA chain and with the candidate parts, emulated in f64
+    /// (`[n, s, s, s, c]` inputs, cubic windows of `k`, `c × k³` deep). Every one matched the
+    /// parts below, and image patches' price would give the other order. 27x8x216 and
+    /// 16x32x324 (one group) are sharded only with the kernel's chip priced.
+    #[test]
+    fn volume_patches_match_the_measured_3d_parts() {
+        use crate::eval::dot::eigen_product::EigenOrder::{Sequential, Sharded};
+        let volume = RowsOperand::VolumePatches;
+        let cases = [
+            // n 1, 3x3x3 padded by 1, 16 features, 2x2x2 window: the chain matched 62%.
+            ((64, 4, 128), Sharded(vec![vec![96], vec![32]])),
+            // n 1, 3x3x3 padded by 1, 8 features, 3x3x3 window: the chain matched 30%.
+            ((27, 8, 216), Sharded(vec![vec![112], vec![104]])),
+            // n 1, 4x4x4 padded by 1, 4 features, 3x3x3 window: the chain matched 71%.
+            ((64, 4, 108), Sharded(vec![vec![96], vec![12]])),
+            // n 1, 4x4x4 padded by 1, 8 features, 3x3x3 window: the chain matched 18%.
+            ((64, 4, 216), Sharded(vec![vec![112], vec![104]])),
+            // n 1, 4x4x4 padded by 1, 16 features, 2x2x2 window: one chain (96 + 32: 58%).
+            ((125, 8, 128), Sequential(vec![128])),
+            // n 2, 4x4x4 unpadded, 12 features, 3x3x3 window: the chain matched 11%.
+            ((16, 32, 324), Sharded(vec![vec![168], vec![156]])),
+        ];
+        for (shape, order) in cases {
+            assert_eq!(
+                parts(shape, volume, &MEASURING_HOST),
+                Some(DepthParts::of(&order).with_buffer(shape.0, shape.1)),
+                "{shape:?}"
+            );
+            assert_ne!(
+                parts(shape, RowsOperand::ImagePatches, &MEASURING_HOST),
+                parts(shape, volume, &MEASURING_HOST),
                 "{shape:?}"
             );
         }

@@ -244,7 +244,7 @@ pub(super) fn applies(
     if !in_ynn(g, groups) {
         // An unpadded 1×1 window becomes a plain `dot` (`eigen::undilated_parts`). Eigen's
         // depth in parts is `eigen::order`'s.
-        let eigen = eigen::undilated_parts(g, (positions, n, c * taps), 2, host);
+        let eigen = eigen::undilated_parts(g, (positions, n, c * taps), host);
         return eigen.filter(|p| p.is_whole()).map(|_| Choice::Chains {
             lanes: 1,
             kc: c * taps,
