@@ -108,7 +108,7 @@ fn run(ins: &Instruction, x: &ArrayLiteral, k: i64, largest: bool) -> KResult {
     let keys = order_keys(x)?;
     let order = select(&keys, n, k, largest);
     let indices: Vec<i32> = order.iter().map(|&i| (i % n.max(1)) as i32).collect();
-    let mut values = gather(&x.data, &order);
+    let mut values = x.data.gather(&order);
     if let ArrayData::BF16(v) = &mut values {
         for f in v.iter_mut().filter(|f| f.is_nan()) {
             *f = half::bf16::from_bits(f.to_bits() & 0x8000 | 0x7fc0);
@@ -179,18 +179,6 @@ fn order_keys(x: &ArrayLiteral) -> Result<Vec<i64>, EvalError> {
         ArrayData::Pred(v) => v.iter().map(|&a| a as i64).collect(),
         _ => return err(format!("top-k of {} is not supported", x.shape)),
     })
-}
-
-/// The elements at `positions`, in that order, in the same storage type.
-fn gather(d: &ArrayData, positions: &[usize]) -> ArrayData {
-    macro_rules! pick {
-        ($($var:ident),*) => {
-            match d {
-                $(ArrayData::$var(v) => ArrayData::$var(positions.iter().map(|&p| v[p]).collect()),)*
-            }
-        };
-    }
-    pick!(Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128, Bits8)
 }
 
 #[cfg(test)]

@@ -118,6 +118,20 @@ impl ArrayData {
         each!(Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128, Bits8)
     }
 
+    /// The elements at `positions`, in that order, in the same storage type.
+    pub fn gather(&self, positions: &[usize]) -> ArrayData {
+        macro_rules! pick {
+            ($($var:ident),*) => {
+                match self {
+                    $(ArrayData::$var(v) => {
+                        ArrayData::$var(positions.iter().map(|&p| v[p]).collect())
+                    })*
+                }
+            };
+        }
+        pick!(Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128, Bits8)
+    }
+
     /// Number of elements held.
     pub fn len(&self) -> usize {
         with_array_data!(self, v => v.len())

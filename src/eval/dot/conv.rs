@@ -9,8 +9,10 @@
 //! declines, [`eigen`] for shallow 1-D and 3-D ones and base-dilated (transposed) ones, and
 //! [`own_loop`] for reversed windows and the convolutions XLA swaps ([`swap`]), which run in a
 //! loop XLA emits itself (its feature loop vectorized by LLVM from 50 features:
-//! [`vector_loop`]). A pred result has rules of its own: [`pred`].
+//! [`vector_loop`]). Batch groups are rewritten away first, as XLA:CPU does
+//! ([`batch_groups`]). A pred result has rules of its own: [`pred`].
 
+mod batch_groups;
 mod eigen;
 mod own_loop;
 mod pointwise;
@@ -169,6 +171,15 @@ pub fn convolution(
             "convolution result is declared {out_shape}, the operands and window give \
              dimensions {want:?}"
         ));
+    }
+    // XLA:CPU rewrites batch groups away before it runs anything (batch_groups.rs).
+    if bgc > 1 && accumulation == DotAccumulation::XlaCpu && out_shape.ty != ElementType::Pred {
+        let operands = (input, kernel);
+        if let Some(result) =
+            batch_groups::rewritten(ins, operands, &out_shape, bgc, accumulation, xla)
+        {
+            return result;
+        }
     }
     let (is, ks) = (strides(id), strides(kd));
     let g = Geom {
