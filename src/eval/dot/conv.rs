@@ -68,7 +68,8 @@ pub fn convolution(
     accumulation: DotAccumulation,
     xla: XlaCpu,
 ) -> KResult {
-    let ops = arrays(ops)?;
+    let values = ops;
+    let ops = arrays(values)?;
     if ops.len() != 2 {
         return err(format!("convolution takes 2 operands, got {}", ops.len()));
     }
@@ -174,9 +175,8 @@ pub fn convolution(
     }
     // XLA:CPU rewrites batch groups away before it runs anything (batch_groups.rs).
     if bgc > 1 && accumulation == DotAccumulation::XlaCpu && out_shape.ty != ElementType::Pred {
-        let operands = (input, kernel);
         if let Some(result) =
-            batch_groups::rewritten(ins, operands, &out_shape, bgc, accumulation, xla)
+            batch_groups::rewritten(ins, values, &out_shape, bgc, accumulation, xla)
         {
             return result;
         }

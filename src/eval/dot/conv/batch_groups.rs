@@ -20,19 +20,21 @@
 //! by hand: 1-D and 2-D, reversed windows included, every bit the same.
 
 use super::convolution;
-use crate::eval::{DotAccumulation, KResult, Value, XlaCpu};
-use crate::hlo::{ArrayData, ArrayLiteral, ArrayShape, Instruction, Shape, WindowDim};
+use crate::eval::{DotAccumulation, EvalError, KResult, Value, XlaCpu};
+use crate::hlo::{
+    ArrayData, ArrayLiteral, ArrayShape, ElementType, Instruction, Literal, Shape, WindowDim,
+};
 
 /// The most multiply-adds hlosim spends on the depthwise filter gradient's expanded
 /// convolution, which computes `groups` times the outputs asked for; past it the batch-grouped
 /// convolution runs in hlosim's own loop (within tolerance, not XLA:CPU's bits).
 const MAX_EXPANDED_PRODUCTS: u128 = 1 << 32;
 
-/// `ins` (a convolution of `input` and `kernel` with `groups > 1` batch groups, already
+/// `ins` (a convolution of the operands `ops` with `groups > 1` batch groups, already
 /// checked) as XLA:CPU rewrites it and runs it, or `None` where hlosim keeps its own loop.
 pub(super) fn rewritten(
     ins: &Instruction,
-    (input, kernel): (&ArrayLiteral, &ArrayLiteral),
+    ops: &[&Value],
     out_shape: &ArrayShape,
     groups: i64,
     accumulation: DotAccumulation,
@@ -43,34 +45,58 @@ pub(super) fn rewritten(
         return None;
     }
     let cd = ins.attrs.conv_dims.as_ref()?;
-    let window = ins.attrs.window.as_ref()?;
-    let u = |d: i64| d as usize;
-    let batch = input.dims()[u(cd.input_batch)];
-    let features = kernel.dims()[u(cd.kernel_output_feature)];
+    let (input, kernel) = (ops.first()?.as_array().ok()?, ops.get(1)?.as_array().ok()?);
+    let batch = input.dims()[cd.input_batch as usize];
+    let features = kernel.dims()[cd.kernel_output_feature as usize];
     let mut new = ins.clone();
     new.attrs.batch_group_count = None;
-    let run = |new: &Instruction, input: ArrayLiteral, kernel: ArrayLiteral| {
-        let (input, kernel) = (Value::array(input), Value::array(kernel));
-        convolution(new, &[&input, &kernel], accumulation, xla)
-    };
     if batch == groups && features == groups {
-        let products = out_shape.dims.iter().map(|&d| d as u128).product::<u128>()
-            * groups as u128
-            * (kernel.data.len() as u128 / features as u128);
-        if products > MAX_EXPANDED_PRODUCTS {
-            return None;
-        }
-        let mut full = out_shape.clone();
-        full.dims[u(cd.output_batch)] = groups;
-        full.layout = None;
-        new.shape = Shape::Array(full.clone());
-        let full_value = run(&new, input.clone(), kernel.clone());
-        return Some(full_value.and_then(|v| diagonal(&v, &full, out_shape, cd)));
+        return depthwise(new, ops, out_shape, groups, accumulation, xla);
     }
-    let insert = |dims: &[i64], at: i64, split: i64| -> Vec<i64> {
+    new_spatial_dimension(new, (input, kernel), out_shape, groups, accumulation, xla)
+}
+
+/// The depthwise filter gradient (`new`, the convolution without batch groups): its operands
+/// as they are, the output batch `groups` rows long, then the diagonal ([`diagonal`]).
+fn depthwise(
+    mut new: Instruction,
+    ops: &[&Value],
+    out_shape: &ArrayShape,
+    groups: i64,
+    accumulation: DotAccumulation,
+    xla: XlaCpu,
+) -> Option<KResult> {
+    let cd = new.attrs.conv_dims.clone()?;
+    let kernel = ops.get(1)?.as_array().ok()?;
+    let products = out_shape.dims.iter().map(|&d| d as u128).product::<u128>()
+        * groups as u128
+        * (kernel.data.len() as u128 / groups as u128);
+    if products > MAX_EXPANDED_PRODUCTS {
+        return None;
+    }
+    let mut full = plain_shape(out_shape.ty, out_shape.dims.clone());
+    full.dims[cd.output_batch as usize] = groups;
+    new.shape = Shape::Array(full.clone());
+    let full_value = convolution(&new, ops, accumulation, xla);
+    Some(full_value.and_then(|v| diagonal(&v, &full, out_shape, &cd)))
+}
+
+/// The general rewrite (`new`, the convolution without batch groups): the groups a new
+/// spatial dimension of input, kernel and output, appended last (module documentation).
+fn new_spatial_dimension(
+    mut new: Instruction,
+    (input, kernel): (&ArrayLiteral, &ArrayLiteral),
+    out_shape: &ArrayShape,
+    groups: i64,
+    accumulation: DotAccumulation,
+    xla: XlaCpu,
+) -> Option<KResult> {
+    let cd = new.attrs.conv_dims.as_ref()?;
+    let u = |d: i64| d as usize;
+    let insert = |dims: &[i64], at: i64| -> Vec<i64> {
         let mut dims = dims.to_vec();
-        dims[u(at)] /= split;
-        dims.insert(u(at), split);
+        dims[u(at)] /= groups;
+        dims.insert(u(at), groups);
         dims
     };
     // Every label at or after the inserted dimension moves one on.
@@ -89,7 +115,7 @@ pub(super) fn rewritten(
     dims.output_spatial.push(of);
     dims.output_feature = of + 1;
     dims.output_batch = shift(cd.output_batch, of);
-    let mut win = window.clone();
+    let mut win = new.attrs.window.clone()?;
     win.dims.push(WindowDim {
         size: groups,
         stride: groups - 1,
@@ -99,33 +125,39 @@ pub(super) fn rewritten(
         window_dilation: 1,
         reversal: false,
     });
+    new.shape = Shape::Array(plain_shape(out_shape.ty, insert(&out_shape.dims, of)));
+    // Row-major data reads the same with the split dimension: only the shapes change.
+    let reshaped = |a: &ArrayLiteral, dims: Vec<i64>| {
+        Value::array(ArrayLiteral {
+            shape: plain_shape(a.shape.ty, dims),
+            data: a.data.clone(),
+        })
+    };
+    let input = reshaped(input, insert(&input.shape.dims, ib));
+    let kernel = reshaped(kernel, insert(&kernel.shape.dims, kf));
     new.attrs.conv_dims = Some(dims);
     new.attrs.window = Some(win);
-    let reshaped = |a: &ArrayLiteral, dims: Vec<i64>| ArrayLiteral {
-        shape: ArrayShape {
-            ty: a.shape.ty,
-            dims,
-            dynamic: Vec::new(),
-            layout: None,
-        },
-        data: a.data.clone(),
-    };
-    let out = ArrayShape {
-        ty: out_shape.ty,
-        dims: insert(&out_shape.dims, of, groups),
+    Some(
+        convolution(&new, &[&input, &kernel], accumulation, xla).and_then(|v| {
+            match v.into_literal() {
+                Literal::Array(a) => Ok(Value::array(ArrayLiteral {
+                    shape: out_shape.clone(),
+                    data: a.data,
+                })),
+                _ => Err(EvalError::new("convolution must produce an array")),
+            }
+        }),
+    )
+}
+
+/// An array shape of type `ty` and dimensions `dims`, static, in row-major order.
+fn plain_shape(ty: ElementType, dims: Vec<i64>) -> ArrayShape {
+    ArrayShape {
+        ty,
+        dims,
         dynamic: Vec::new(),
         layout: None,
-    };
-    new.shape = Shape::Array(out);
-    let input = reshaped(input, insert(&input.shape.dims, ib, groups));
-    let kernel = reshaped(kernel, insert(&kernel.shape.dims, kf, groups));
-    Some(run(&new, input, kernel).and_then(|v| {
-        let data = v.as_array()?.data.clone();
-        Ok(Value::array(ArrayLiteral {
-            shape: out_shape.clone(),
-            data,
-        }))
-    }))
+    }
 }
 
 /// The depthwise filter gradient's output from the expanded convolution's `full` result (its
