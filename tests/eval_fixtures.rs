@@ -22,8 +22,9 @@
 //! whatever its outputs depend on (the dots of `tools/fixtures/fx_dot_order.py`, summed in
 //! XLA:CPU's order). Its `"xla_host"` names the kind of host the oracle ran on
 //! (`XlaCpuHost`, `gen_eval.py` records it), and its `"xla_threads"` the threads of the
-//! oracle's intra-op pool (2 where absent); the evaluator copies that host's orders on that
-//! many threads, so the fixtures pass on any machine.
+//! oracle's intra-op pool (2 where absent), and its `"xla_caches"` the cache sizes the
+//! oracle's Eigen read (`EigenCaches`); the evaluator copies that host's orders on that many
+//! threads and caches, so the fixtures pass on any machine.
 //!
 //! "rel r" means |got − want| ≤ r·(|want| + max|want| of that output) (an allclose whose
 //! absolute part scales with the output, since summation order differs). In every class NaN
@@ -34,7 +35,7 @@
 //! Environment: `HLOSIM_FIXTURES=DIR` reads fixtures from another directory (local work
 //! only). A failing fixture reports its stage, output and worst element.
 
-use hlosim::eval::{EvalOptions, Evaluator, Value, XlaCpu, XlaCpuHost};
+use hlosim::eval::{eigen_caches, EigenCaches, EvalOptions, Evaluator, Value, XlaCpu, XlaCpuHost};
 use hlosim::hlo::{
     parse_module, print_module, verify_module, ArrayData, ArrayLiteral, CompId, ElementType,
     InstrId, Module, Opcode,
@@ -350,6 +351,9 @@ struct Meta {
     /// `"xla_threads"`: the threads of the oracle's intra-op pool (`PJRT_NPROC`, or the CPUs
     /// it ran on); absent, the 2 of the machines every earlier fixture was recorded on.
     xla_threads: usize,
+    /// `"xla_caches"`: the L1, L2 and L3 sizes the oracle's Eigen read (`EigenCaches::parse`
+    /// text, `"48K,2M,260M"`); absent, those of the host the earlier fixtures were recorded on.
+    xla_caches: EigenCaches,
 }
 
 /// The intra-op threads of the oracle where a fixture does not say (two CPUs).
@@ -361,6 +365,7 @@ fn read_meta(dir: &Path) -> Result<Meta, String> {
             bit_exact: false,
             xla_host: XlaCpuHost::Avx512,
             xla_threads: RECORDING_THREADS,
+            xla_caches: eigen_caches::MEASURING_HOST,
         });
     };
     let meta: serde_json::Value =
@@ -378,10 +383,20 @@ fn read_meta(dir: &Path) -> Result<Meta, String> {
             .ok_or_else(|| format!("meta.json: xla_threads {n} is not a count of threads"))?
             as usize,
     };
+    let xla_caches = match &meta["xla_caches"] {
+        serde_json::Value::Null => eigen_caches::MEASURING_HOST,
+        v => v
+            .as_str()
+            .ok_or_else(|| format!("meta.json: xla_caches {v} is not a string"))
+            .and_then(|t| {
+                EigenCaches::parse(t).map_err(|e| format!("meta.json: xla_caches: {e}"))
+            })?,
+    };
     Ok(Meta {
         bit_exact: meta["bit_exact"].as_bool().unwrap_or(false),
         xla_host,
         xla_threads,
+        xla_caches,
     })
 }
 
@@ -417,6 +432,7 @@ fn run_fixture(dir: &Path, deviation: Option<&Deviation>) -> Result<usize, Strin
         xla: XlaCpu {
             host: meta.xla_host,
             threads: meta.xla_threads,
+            caches: meta.xla_caches,
         },
         ..EvalOptions::default()
     };

@@ -25,7 +25,8 @@ use hlosim::diff::{self, Against, DiffOptions, DiffReport, InputOptions, Toleran
 use hlosim::eval::memory::MemoryBudget;
 use hlosim::eval::replicas::run_with_budget;
 use hlosim::eval::{
-    intra_op_threads, DotAccumulation, EvalOptions, Evaluator, Replica, Value, XlaCpu, XlaCpuHost,
+    intra_op_threads, DotAccumulation, EigenCaches, EvalOptions, Evaluator, Replica, Value, XlaCpu,
+    XlaCpuHost,
 };
 use hlosim::hlo::{ArrayLiteral, ArrayShape, ElementType, Module, Shape};
 use hlosim::passes::{PassManager, NEURON_PIPELINE};
@@ -545,7 +546,8 @@ fn budget(max_memory: Option<u64>) -> Arc<MemoryBudget> {
 #[pyfunction]
 #[pyo3(signature = (module, args, *, mode, passes, machine_name, replicas, auto_cast_mode,
     auto_cast_type, stochastic_rounding_seed, chooser_name, max_memory, max_iterations,
-    excess_precision, fma_contraction, dot_accumulation, xla_host, xla_threads, fusion))]
+    excess_precision, fma_contraction, dot_accumulation, xla_host, xla_threads, xla_caches,
+    fusion))]
 #[allow(clippy::too_many_arguments)]
 fn run<'py>(
     py: Python<'py>,
@@ -566,6 +568,7 @@ fn run<'py>(
     dot_accumulation: &str,
     xla_host: &str,
     xla_threads: Option<usize>,
+    xla_caches: Option<String>,
     fusion: bool,
 ) -> PyResult<Vec<Vec<PyOut<'py>>>> {
     let err = |e: Error| e.into_py(py);
@@ -605,6 +608,12 @@ fn run<'py>(
         }
         Some(n) => n,
     };
+    let xla_caches = match xla_caches {
+        None => EigenCaches::detect(),
+        Some(text) => {
+            EigenCaches::parse(&text).map_err(|e| err(Error::Value(format!("xla_caches: {e}"))))?
+        }
+    };
     let machine = match &machine_name {
         Some(m) => machine(m).map_err(err)?,
         None => Machine::default_machine(),
@@ -641,6 +650,7 @@ fn run<'py>(
         xla: XlaCpu {
             host: xla_host,
             threads: xla_threads,
+            caches: xla_caches,
         },
         ..EvalOptions::default()
     };

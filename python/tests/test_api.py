@@ -208,15 +208,20 @@ def test_parse_missing_file_is_os_error(tmp_path):
     assert e.value.line == 1
 
 
+def _eval_fixture(name):
+    """A recorded XLA:CPU fixture (tests/fixtures/eval/NAME): its module, its arguments in
+    order, and XLA:CPU's first output."""
+    d = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "eval" / name
+    m = hlosim.parse(d.joinpath("module.hlo").read_text())
+    with np.load(d / "args.npz") as z:
+        args = [z[f"arg{i}"] for i in range(len(z.files))]
+    return m, args, np.load(d / "expected.npz")["out0"]
+
+
 def test_xla_host_picks_whose_convolution_order_is_copied():
     # Recorded with XLA:CPU on a Sapphire Rapids host (tools/fixtures/fx_conv_order.py): its
     # vector epilogue for 31 features left is 8 lanes wide there, 4 on the AVX-512 host.
-    d = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "eval"
-    d = d / "conv_own_loop_sapphire_rapids_late_eight_lanes"
-    m = hlosim.parse(d.joinpath("module.hlo").read_text())
-    args = np.load(d / "args.npz")
-    want = np.load(d / "expected.npz")["out0"]
-    x, k = args["arg0"], args["arg1"]
+    m, (x, k), want = _eval_fixture("conv_own_loop_sapphire_rapids_late_eight_lanes")
     (spr,) = hlosim.run(m, [x, k], xla_host="sapphire-rapids")
     (avx512,) = hlosim.run(m, [x, k], xla_host="avx512")
     assert np.array_equal(spr.view(np.uint32), want.view(np.uint32))
@@ -229,11 +234,7 @@ def test_xla_host_picks_whose_convolution_order_is_copied():
 def test_xla_threads_picks_how_many_threads_xla_cpu_runs_on():
     # Recorded with XLA:CPU's pool at 8 threads (PJRT_NPROC=8): YNNPACK cuts the 6 rows into
     # tiles, which it does not on 2 threads (tools/fixtures/fx_ynn_sum.py).
-    d = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "eval"
-    d = d / "reduce_ynn_threads_8_rows"
-    m = hlosim.parse(d.joinpath("module.hlo").read_text())
-    x = np.load(d / "args.npz")["arg0"]
-    want = np.load(d / "expected.npz")["out0"]
+    m, (x,), want = _eval_fixture("reduce_ynn_threads_8_rows")
     (eight,) = hlosim.run(m, [x], xla_threads=8)
     (two,) = hlosim.run(m, [x], xla_threads=2)
     assert np.array_equal(eight.view(np.uint32), want.view(np.uint32))
@@ -241,3 +242,16 @@ def test_xla_threads_picks_how_many_threads_xla_cpu_runs_on():
     np.testing.assert_allclose(two, want, rtol=1e-5)
     with pytest.raises(ValueError, match="xla_threads must be at least 1"):
         hlosim.run(m, [x], xla_threads=0)
+
+
+def test_xla_caches_picks_which_caches_eigen_blocks_for():
+    # Recorded with XLA:CPU on a host with a 32 KiB L1 (tools/fixtures/fx_dot_order.py):
+    # Eigen's one-thread depth slices of 1300 terms are 328 long there, 440 with 48 KiB.
+    m, (a, b), want = _eval_fixture("dot_order_lhs_transposed")
+    (small,) = hlosim.run(m, [a, b], xla_threads=2, xla_caches="32K,2M,260M")
+    (large,) = hlosim.run(m, [a, b], xla_threads=2, xla_caches="48K,2M,260M")
+    assert np.array_equal(small.view(np.uint32), want.view(np.uint32))
+    assert not np.array_equal(large.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_allclose(large, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    with pytest.raises(ValueError, match="xla_caches"):
+        hlosim.run(m, [a, b], xla_caches="48K,2M")

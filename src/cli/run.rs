@@ -20,7 +20,8 @@ use hlosim::device::{
 use hlosim::eval::memory::MemoryBudget;
 use hlosim::eval::replicas::run_placed;
 use hlosim::eval::{
-    intra_op_threads, DotAccumulation, EvalOptions, Evaluator, Replica, Value, XlaCpu, XlaCpuHost,
+    intra_op_threads, DotAccumulation, EigenCaches, EvalOptions, Evaluator, Replica, Value, XlaCpu,
+    XlaCpuHost,
 };
 use hlosim::io::npz::{
     read_args, read_device_args_range, write_device_block_outputs, write_device_outputs,
@@ -123,6 +124,13 @@ pub struct Args {
     /// else the CPUs this process may run on.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub xla_threads: Option<u32>,
+    /// Reference mode: the L1, L2 and L3 cache sizes of the XLA:CPU host whose summation
+    /// orders are copied, as L1,L2,L3 in bytes with an optional K, M or G (48K,2M,260M).
+    /// XLA:CPU's Eigen cuts an f32 contraction (a dot with a transposed lhs, most
+    /// convolutions) into blocks sized for the caches it reads from CPUID, so the bits can
+    /// differ between hosts. By default the sizes Eigen reads on this CPU.
+    #[arg(long, value_name = "L1,L2,L3", value_parser = EigenCaches::parse)]
+    pub xla_caches: Option<EigenCaches>,
     /// Reference mode: evaluate every instruction on its own, with a new buffer per result.
     /// By default runs of elementwise instructions are evaluated fused, tile by tile, and an
     /// elementwise result may take over the buffer of an operand that dies with it (same
@@ -356,6 +364,9 @@ fn prepare(a: &Args, announce: bool) -> Result<(hlosim::hlo::Module, Machine, us
     if a.xla_threads.is_some() && a.mode == Mode::Device {
         note("--xla-threads only affects --mode reference; ignored");
     }
+    if a.xla_caches.is_some() && a.mode == Mode::Device {
+        note("--xla-caches only affects --mode reference; ignored");
+    }
     if a.mode == Mode::Reference && a.auto_cast.is_given() {
         note("--auto-cast options only affect --mode device; ignored");
     }
@@ -495,6 +506,7 @@ fn eval_options(a: &Args) -> EvalOptions {
                 XlaHostArg::SapphireRapidsNoAmx => XlaCpuHost::SapphireRapidsNoAmx,
             },
             threads: a.xla_threads.map_or_else(intra_op_threads, |n| n as usize),
+            caches: a.xla_caches.unwrap_or_else(EigenCaches::detect),
         },
         ..EvalOptions::default()
     }

@@ -13,6 +13,7 @@ pub mod control_flow;
 pub mod custom_call;
 pub mod dot;
 pub mod dynamic_dims;
+pub mod eigen_caches;
 pub mod elementwise;
 pub mod excess_precision;
 pub mod fft;
@@ -33,6 +34,7 @@ pub mod topk;
 pub mod util;
 pub mod xla_host;
 
+pub use eigen_caches::EigenCaches;
 pub use options::{DotAccumulation, EvalOptions};
 pub use replicas::{run_on_devices, Replica};
 pub use stats::{EvalStats, MemoryFigures, StatsSink, TimeFamily};

@@ -19,6 +19,8 @@
 
 use std::fmt;
 
+use super::eigen_caches::EigenCaches;
+
 /// The kind of XLA:CPU host whose code generation hlosim copies (module documentation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum XlaCpuHost {
@@ -90,25 +92,30 @@ impl XlaCpuHost {
     }
 }
 
-/// The XLA:CPU whose bits the reference run copies: the kind of host it compiled for, and
-/// the threads of its intra-op pool. The thread count decides how YNNPACK tiles a sum
-/// (`reduce/ynn`) and how Eigen shares a contraction (`dot/eigen_product.rs`), so the same
-/// module sums in different orders on a 2-CPU and a 64-CPU machine.
+/// The XLA:CPU whose bits the reference run copies: the kind of host it compiled for, the
+/// threads of its intra-op pool and the caches its Eigen blocks for. The thread count decides
+/// how YNNPACK tiles a sum (`reduce/ynn`) and how Eigen shares a contraction, the caches
+/// where Eigen cuts it (`dot/eigen_product.rs`), so the same module sums in different orders
+/// on a 2-CPU and a 64-CPU machine, or on a 32 KiB and a 48 KiB L1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct XlaCpu {
     /// The kind of host, for LLVM's tuning and YNNPACK's kernels.
     pub host: XlaCpuHost,
     /// Threads in XLA:CPU's intra-op pool (at least 1).
     pub threads: usize,
+    /// The cache sizes Eigen reads on that host.
+    pub caches: EigenCaches,
 }
 
 impl XlaCpu {
-    /// The XLA:CPU a user would run beside hlosim: this CPU's kind, and the threads PJRT's
-    /// CPU client would give its pool here ([`intra_op_threads`]).
+    /// The XLA:CPU a user would run beside hlosim: this CPU's kind, the threads PJRT's CPU
+    /// client would give its pool here ([`intra_op_threads`]) and the caches Eigen reads here
+    /// ([`EigenCaches::detect`]).
     pub fn detect() -> XlaCpu {
         XlaCpu {
             host: XlaCpuHost::detect(),
             threads: intra_op_threads(),
+            caches: EigenCaches::detect(),
         }
     }
 }

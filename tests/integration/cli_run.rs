@@ -383,3 +383,70 @@ fn xla_threads_picks_how_ynnpack_tiles_a_sum() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--xla-threads"), "{}", stderr(&o));
 }
+
+/// A dot contracting the lhs's major dimension: XLA:CPU runs it through Eigen, whose
+/// one-thread depth block comes from the L1 it reads (src/eval/dot/eigen_product.rs).
+const CACHES_MODULE: &str = r#"HloModule xla_caches
+
+ENTRY main {
+  a = f32[1300,8] parameter(0)
+  b = f32[1300,64] parameter(1)
+  ROOT d = f32[8,64] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+}
+"#;
+
+#[test]
+fn xla_caches_picks_where_eigen_cuts_a_depth() {
+    let d = scratch_dir("cli-run", "xla-caches", CACHES_MODULE);
+    // Eigen's one-thread depth block for 1300 terms (worked by hand from
+    // evaluateProductBlockingSizesHeuristic and TSL's slices): with a 48 KiB L1, slices of
+    // 440, 440 and 420, each halved by oneDNN (parts from terms 0, 220, 440, ...); with
+    // 32 KiB, slices of 328, 328, 328 and 316. Each part is an FMA chain from zero, added to
+    // the output in turn. The lhs holds 2^24 at term 0 and ones at terms 220 and 221, the rhs
+    // ones: with 48 KiB the ones make a part of their own (2), and 2^24 + 2 is exact; with
+    // 32 KiB they follow 2^24 in one chain and each is rounded away (ties to even).
+    let big = 16_777_216.0f32;
+    let mut a = vec![0.0f32; 1300 * 8];
+    for m in 0..8 {
+        a[m] = big;
+        a[220 * 8 + m] = 1.0;
+        a[221 * 8 + m] = 1.0;
+    }
+    let arrays = [
+        (vec![1300, 8], a),
+        (vec![1300, 64], vec![1.0f32; 1300 * 64]),
+    ];
+    let args: Vec<ArrayLiteral> = arrays
+        .iter()
+        .map(|(dims, v)| ArrayLiteral {
+            shape: ArrayShape::new(ElementType::F32, dims.clone()),
+            data: f32s(v).data,
+        })
+        .collect();
+    write_args(&d.join("a.npz"), &args);
+    let (module, inputs) = (d.join("m.hlo"), d.join("a.npz"));
+    let run = |caches: &str| {
+        let out = d.join("out.npz");
+        let o = hlosim(&[
+            "run",
+            s(&module),
+            "--args",
+            s(&inputs),
+            "--out",
+            s(&out),
+            "--xla-threads",
+            "1",
+            "--xla-caches",
+            caches,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        read_npz(&out).unwrap()[0].array.data.clone()
+    };
+    assert_eq!(run("48K,2M,260M"), f32s(&[big + 2.0; 8 * 64]).data);
+    assert_eq!(run("32K,1M,32M"), f32s(&[big; 8 * 64]).data);
+    for bad in ["48K,2M", "48K,2M,0", "4M,2M,260M", "48X,2M,260M"] {
+        let o = hlosim(&["run", s(&module), "--xla-caches", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--xla-caches"), "{}", stderr(&o));
+    }
+}

@@ -295,6 +295,7 @@ def run(
     dot_accumulation: str = "xla-cpu",
     xla_host: str = "auto",
     xla_threads: Optional[int] = None,
+    xla_caches: Optional[str] = None,
     fusion: bool = True,
     per_device_args: Optional[Sequence[Sequence[Any]]] = None,
 ) -> list:
@@ -315,8 +316,9 @@ def run(
     ``max_iterations``, ``excess_precision``, ``fma_contraction``, ``dot_accumulation``
     (``"xla-cpu"`` or ``"f64"``), ``xla_host`` (``"auto"``, ``"avx512"``,
     ``"sapphire-rapids"`` or ``"sapphire-rapids-no-amx"``), ``xla_threads`` (default: as
-    XLA:CPU counts them here, ``PJRT_NPROC``, ``NPROC`` or the CPUs this process may use) and
-    ``fusion`` are the CLI's options of the same names.
+    XLA:CPU counts them here, ``PJRT_NPROC``, ``NPROC`` or the CPUs this process may use),
+    ``xla_caches`` (``"L1,L2,L3"`` such as ``"48K,2M,260M"``; default: what Eigen reads on
+    this CPU) and ``fusion`` are the CLI's options of the same names.
 
     Raises :class:`ArgumentError` (a ``ValueError`` naming the parameter) for arguments of
     the wrong number, dtype or shape, and :class:`HlosimError` when the run fails."""
@@ -340,6 +342,7 @@ def run(
         dot_accumulation=dot_accumulation,
         xla_host=xla_host,
         xla_threads=xla_threads,
+        xla_caches=xla_caches,
         fusion=fusion,
     )
     outs = [_outputs(leaves) for leaves in per_device]

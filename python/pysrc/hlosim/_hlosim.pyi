@@ -57,6 +57,7 @@ def run(
     dot_accumulation: str,
     xla_host: str,
     xla_threads: Optional[int],
+    xla_caches: Optional[str],
     fusion: bool,
 ) -> List[List[_Out]]: ...
 def generate_inputs(

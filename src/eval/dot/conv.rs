@@ -252,7 +252,7 @@ pub fn convolution(
             convert::from_f32(ty, scatter_out(v, &out_off))
         }
         Compute::F32 => {
-            let eigen_host = EigenHost::with_threads(xla.threads);
+            let eigen_host = EigenHost::new(xla.caches, xla.threads);
             let a = convert::gather_f32(&input.data, it, &all_in);
             let k = convert::gather_f32(&kernel.data, kt, &all_k);
             let result_ok = matches!(ty, ElementType::F32 | ElementType::F16 | ElementType::BF16);

@@ -30,15 +30,15 @@
 //! sharded into four or more blocks (four or more threads) adds the blocks' buffers in
 //! Eigen's ranges of four ([`ShardSum`]).
 //!
-//! The pool's thread count is the XLA:CPU's being copied ([`EigenHost::with_threads`],
-//! `--xla-threads`); the cache sizes Eigen reads from cpuid are those of the host the
-//! fixtures were recorded on, [`MEASURING_HOST`]: another host's XLA:CPU may block
-//! differently (a host with a 32 KiB L1 cuts 1300 terms into four slices of 328, the fixture
-//! `dot_order_lhs_transposed`), which is why these are named, not hidden in the formulas.
+//! The pool's thread count and the cache sizes Eigen reads from cpuid are the XLA:CPU's
+//! being copied ([`EigenHost::new`]; `--xla-threads`, `--xla-caches`, by default this
+//! host's): another host's XLA:CPU blocks differently (a host with a 32 KiB L1 cuts 1300
+//! terms into four slices of 328, the fixture `dot_order_lhs_transposed`), which is why
+//! they are named, not hidden in the formulas.
 
-/// What Eigen reads from the host: its caches (cpuid) and XLA:CPU's intra-op thread pool
-/// (one thread per CPU).
-#[derive(Clone, Copy, Debug)]
+/// What Eigen reads from the host: its caches (cpuid, [`EigenCaches`]) and XLA:CPU's
+/// intra-op thread pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct EigenHost {
     /// L1 data cache, bytes.
     pub(crate) l1_bytes: usize,
@@ -51,25 +51,25 @@ pub(crate) struct EigenHost {
 }
 
 /// The host the `dot_order_eigen_*` fixtures were recorded on: a 2-CPU Emerald Rapids
-/// virtual machine (48 KiB L1d, 2 MiB L2, 300 MiB L3).
-pub(crate) const MEASURING_HOST: EigenHost = EigenHost {
-    l1_bytes: 48 << 10,
-    l2_bytes: 2 << 20,
-    l3_bytes: 300 << 20,
-    threads: 2,
-};
+/// virtual machine ([`eigen_caches::MEASURING_HOST`](crate::eval::eigen_caches::MEASURING_HOST)).
+#[cfg(test)]
+pub(crate) const MEASURING_HOST: EigenHost =
+    EigenHost::new(crate::eval::eigen_caches::MEASURING_HOST, 2);
 
 impl EigenHost {
-    /// The measuring host's caches with an XLA:CPU pool of `threads` threads (at least 1):
-    /// the caches are the measured ones on every host (module documentation), the thread
-    /// count the XLA:CPU being copied ([`XlaCpu::threads`](crate::eval::XlaCpu::threads)).
-    pub(crate) fn with_threads(threads: usize) -> EigenHost {
+    /// The XLA:CPU being copied ([`XlaCpu`](crate::eval::XlaCpu)): the caches its Eigen
+    /// reads and a pool of `threads` threads (at least 1).
+    pub(crate) const fn new(caches: EigenCaches, threads: usize) -> EigenHost {
         EigenHost {
-            threads: threads.max(1),
-            ..MEASURING_HOST
+            l1_bytes: caches.l1,
+            l2_bytes: caches.l2,
+            l3_bytes: caches.l3,
+            threads: if threads == 0 { 1 } else { threads },
         }
     }
 }
+
+use crate::eval::eigen_caches::EigenCaches;
 
 /// Register block of Eigen's `gebp_traits<float, float>` as XLA's Eigen is built (AVX
 /// without FMA): `mr` rows (two packets of 8), `nr` columns. They enter the cache formulas.
@@ -393,8 +393,14 @@ fn tsl_block(
 
 /// Eigen's several-thread block of an `extent` blocked for L3 (its rows when sharding by
 /// column): a thread's share in multiples of [`MR`], or less where a `kc`-deep lhs block of
-/// that many rows per thread would not fit the L3 left over by L2.
+/// that many rows per thread would not fit the L3 left over by L2; the whole extent where
+/// L3 is no larger than L2.
 fn threaded_l3_block(extent: usize, kc: usize, threads: usize, host: &EigenHost) -> usize {
+    // Eigen blocks for L3 only where it is larger than L2 (`if (l3 > l2)`), else keeps the
+    // whole extent.
+    if host.l3_bytes <= host.l2_bytes {
+        return extent;
+    }
     let cache = host.l3_bytes.saturating_sub(host.l2_bytes) / (4 * kc * threads);
     let per_thread = extent.div_ceil(threads);
     if cache < per_thread && cache >= MR {
@@ -792,6 +798,33 @@ mod tests {
         assert_eq!(
             order((8, 64, 1300), RowsOperand::Matrix, &host),
             EigenOrder::Sequential(vec![328, 328, 328, 316])
+        );
+    }
+
+    /// Eigen's several-thread row block (`evaluateProductBlockingSizesHeuristic`, worked by
+    /// hand): 1000 rows on two threads are 500 each, rounded up to 512 (a multiple of 16);
+    /// an L3 that leaves `(l3 - l2) / (4 * 320 * 2)` = 400 rows per thread cuts that to 400;
+    /// an L3 no larger than L2 keeps all 1000 rows (Eigen skips the L3 step).
+    #[test]
+    fn the_several_thread_row_block_follows_l3_beyond_l2() {
+        let host = |l2: usize, l3: usize| EigenHost {
+            l2_bytes: l2,
+            l3_bytes: l3,
+            ..MEASURING_HOST
+        };
+        assert_eq!(
+            threaded_l3_block(1000, 320, 2, &host(2 << 20, 300 << 20)),
+            512
+        );
+        let l3 = (2 << 20) + 400 * 4 * 320 * 2;
+        assert_eq!(threaded_l3_block(1000, 320, 2, &host(2 << 20, l3)), 400);
+        assert_eq!(
+            threaded_l3_block(1000, 320, 2, &host(2 << 20, 2 << 20)),
+            1000
+        );
+        assert_eq!(
+            threaded_l3_block(1000, 320, 2, &host(1 << 20, 512 << 10)),
+            1000
         );
     }
 

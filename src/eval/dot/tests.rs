@@ -251,7 +251,11 @@ ENTRY e {
     }
     let on = |host| {
         let options = EvalOptions {
-            xla: XlaCpu { host, threads: 2 },
+            xla: XlaCpu {
+                host,
+                threads: 2,
+                caches: crate::eval::eigen_caches::MEASURING_HOST,
+            },
             ..EvalOptions::default()
         };
         let r = run_with(

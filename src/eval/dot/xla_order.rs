@@ -31,9 +31,9 @@
 //!   sum from there.
 //! - **A transposed lhs** (contracting its major dimension) with M, N > 1 is a plain `dot`
 //!   that XLA:CPU runs through Eigen's tensor contraction, TSL's blocking and oneDNN's
-//!   sgemm: FMA chains over depth parts that depend on the product's size and on the host's
-//!   L1 cache and XLA:CPU's thread count ([`eigen_product`], bit-exact with the measuring
-//!   host's caches on any thread count checked). With M
+//!   sgemm: FMA chains over depth parts that depend on the product's size, on the caches
+//!   Eigen reads (`eval/eigen_caches.rs`) and on XLA:CPU's thread count ([`eigen_product`],
+//!   bit-exact on every cache size and thread count checked). With M
 //!   and N both at most 3 it is XLA's own emitter instead, one chain.
 //! - **A 2-D convolution with a 1×1 window** (no padding, one group) is a YNNPACK product too,
 //!   in the tiled order whatever its M and N ([`tiled_product`], used by
@@ -82,8 +82,9 @@ pub(crate) enum Kernel {
     /// 3: Eigen's tensor contraction ([`eigen_product::order`], on XLA:CPU's `threads`).
     /// The order depends on the whole product's M, so
     /// [`sgemm`] must be given whole products (as the dot's `Split::Batches` does).
-    /// `threads`: XLA:CPU's intra-op threads, among which Eigen shares the product.
-    Eigen { threads: usize },
+    /// The host: XLA:CPU's intra-op threads, among which Eigen shares the product, and the
+    /// caches it blocks for.
+    Eigen(EigenHost),
     /// One FMA chain over all of K per output, from zero ([`lane_panel`] with one block):
     /// XLA's column-major matrix-vector emitter (`ColumnMajorMatrixVectorProductEmitter`),
     /// for M = 1 with an rhs not contiguous in k or N = 1 with an lhs not contiguous in k,
@@ -125,9 +126,7 @@ impl Kernel {
             (_, 1) | (1, _) => Kernel::Chain,
             _ if m.max(n).max(k) < YNN_MIN_EXTENT => Kernel::Chain,
             _ if lhs_k_stride != 1 && m.max(n) <= NAIVE_EXTENT => Kernel::Chain,
-            _ if lhs_k_stride != 1 => Kernel::Eigen {
-                threads: xla.threads,
-            },
+            _ if lhs_k_stride != 1 => Kernel::Eigen(EigenHost::new(xla.caches, xla.threads)),
             _ if lt == BF16 && rt == BF16 && ty == F32 && m.max(n) > BF16_CONVERTED_EXTENT => {
                 if xla.host.has_amx_bf16() && ynn_bf16_kernels::amx_chosen(m, n, k) {
                     Kernel::Bf16Amx
@@ -212,8 +211,7 @@ pub(crate) unsafe fn sgemm(
             return unsafe { row_gemv((rows, k), a, ars, b, brs, c) };
         }
         Kernel::RowGemv => return unsafe { row_gemv((n, k), b, bcs, a, acs, c) },
-        Kernel::Eigen { threads } => {
-            let host = EigenHost::with_threads(threads);
+        Kernel::Eigen(host) => {
             let order = eigen_product::order((rows, n, k), RowsOperand::Matrix, &host);
             let (a, b) = ((a, ars, acs), (b, brs, bcs));
             // SAFETY: forwarded from the caller.
