@@ -40,12 +40,8 @@
 /// intra-op thread pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct EigenHost {
-    /// L1 data cache, bytes.
-    pub(crate) l1_bytes: usize,
-    /// L2 cache, bytes.
-    pub(crate) l2_bytes: usize,
-    /// Last-level cache, bytes.
-    pub(crate) l3_bytes: usize,
+    /// The L1, L2 and L3 sizes in bytes.
+    pub(crate) caches: EigenCaches,
     /// Threads in the intra-op pool.
     pub(crate) threads: usize,
 }
@@ -61,9 +57,7 @@ impl EigenHost {
     /// reads and a pool of `threads` threads (at least 1).
     pub(crate) const fn new(caches: EigenCaches, threads: usize) -> EigenHost {
         EigenHost {
-            l1_bytes: caches.l1,
-            l2_bytes: caches.l2,
-            l3_bytes: caches.l3,
+            caches,
             threads: if threads == 0 { 1 } else { threads },
         }
     }
@@ -398,10 +392,10 @@ fn tsl_block(
 fn threaded_l3_block(extent: usize, kc: usize, threads: usize, host: &EigenHost) -> usize {
     // Eigen blocks for L3 only where it is larger than L2 (`if (l3 > l2)`), else keeps the
     // whole extent.
-    if host.l3_bytes <= host.l2_bytes {
+    if host.caches.l3 <= host.caches.l2 {
         return extent;
     }
-    let cache = host.l3_bytes.saturating_sub(host.l2_bytes) / (4 * kc * threads);
+    let cache = host.caches.l3.saturating_sub(host.caches.l2) / (4 * kc * threads);
     let per_thread = extent.div_ceil(threads);
     if cache < per_thread && cache >= MR {
         cache - cache % MR
@@ -414,7 +408,7 @@ fn threaded_l3_block(extent: usize, kc: usize, threads: usize, host: &EigenHost)
 /// column): a thread's share in multiples of [`NR`], or what a `kc`-deep rhs panel leaves of
 /// L2 beyond L1.
 fn threaded_l2_block(extent: usize, kc: usize, threads: usize, host: &EigenHost) -> usize {
-    let cache = host.l2_bytes.saturating_sub(host.l1_bytes) / (NR * 4 * kc);
+    let cache = host.caches.l2.saturating_sub(host.caches.l1) / (NR * 4 * kc);
     let per_thread = extent.div_ceil(threads);
     if cache <= per_thread {
         cache - cache % NR
@@ -436,9 +430,9 @@ fn sequential_mc(k: usize, m: usize, n: usize, host: &EigenHost) -> usize {
     }
     let problem = k * n * 4;
     let (cache, max_mc) = if problem <= 1024 {
-        (host.l1_bytes, m)
+        (host.caches.l1, m)
     } else if problem <= 32 * 1024 {
-        (host.l2_bytes, m.min(576))
+        (host.caches.l2, m.min(576))
     } else {
         (EIGEN_ACTUAL_L2, m)
     };
@@ -543,10 +537,10 @@ fn sequential_nc(k: usize, m: usize, n: usize, host: &EigenHost) -> usize {
 /// [`sequential_nc`] evens the blocks out).
 fn sequential_nc_limit(k: usize, m: usize, host: &EigenHost) -> usize {
     let (kdiv, ksub) = (4 * (MR + NR), MR * NR * 4);
-    let max_kc = ((host.l1_bytes.saturating_sub(ksub) / kdiv) & !7).max(1);
+    let max_kc = ((host.caches.l1.saturating_sub(ksub) / kdiv) & !7).max(1);
     let kc = eigen_kc(k, m, usize::MAX, 1, host).max(1);
     // What the lhs block leaves of L1 (Eigen's signed arithmetic: it may be negative).
-    let remaining_l1 = host.l1_bytes as i64 - ksub as i64 - (m * kc * 4) as i64;
+    let remaining_l1 = host.caches.l1 as i64 - ksub as i64 - (m * kc * 4) as i64;
     let max_nc = if remaining_l1 >= (NR * 4 * kc) as i64 {
         remaining_l1 as usize / (kc * 4)
     } else {
@@ -649,7 +643,7 @@ fn shard_by_depth(
     by_k: usize,
     h: &EigenHost,
 ) -> bool {
-    if n == 1 || by_k < 2 || by_k < threads || m * n * 4 > h.l3_bytes / by_k || k / by_k < 2 * NR {
+    if n == 1 || by_k < 2 || by_k < threads || m * n * 4 > h.caches.l3 / by_k || k / by_k < 2 * NR {
         return false;
     }
     m.max(n) / threads < NR || (k / by_k > 8 * NR && (m.min(n) < 2 * NR || by_k > threads))
@@ -661,7 +655,7 @@ fn shard_by_depth(
 /// blocks come out nearly equal (never for a product below 48 in every extent).
 fn eigen_kc(k: usize, m: usize, n: usize, threads: usize, host: &EigenHost) -> usize {
     let (kdiv, ksub) = (4 * (MR + NR), MR * NR * 4);
-    let fit = host.l1_bytes.saturating_sub(ksub) / kdiv;
+    let fit = host.caches.l1.saturating_sub(ksub) / kdiv;
     if threads > 1 {
         let cache = fit.clamp(8, PARALLEL_KC_CAP);
         return if cache < k { cache - cache % 8 } else { k };
@@ -792,7 +786,10 @@ mod tests {
     #[test]
     fn a_smaller_l1_cuts_deeper_products_finer() {
         let host = EigenHost {
-            l1_bytes: 32 << 10,
+            caches: EigenCaches {
+                l1: 32 << 10,
+                ..MEASURING_HOST.caches
+            },
             ..MEASURING_HOST
         };
         assert_eq!(
@@ -808,8 +805,11 @@ mod tests {
     #[test]
     fn the_several_thread_row_block_follows_l3_beyond_l2() {
         let host = |l2: usize, l3: usize| EigenHost {
-            l2_bytes: l2,
-            l3_bytes: l3,
+            caches: EigenCaches {
+                l2,
+                l3,
+                ..MEASURING_HOST.caches
+            },
             ..MEASURING_HOST
         };
         assert_eq!(
