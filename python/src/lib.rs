@@ -276,6 +276,19 @@ fn neuron_pipeline() -> Vec<String> {
     NEURON_PIPELINE.iter().map(|s| s.to_string()).collect()
 }
 
+/// The XLA:CPU a reference run copies here by default (`hlosim host`): its host kind name,
+/// intra-op threads and Eigen's caches (`L1,L2,L3`), read afresh on each call so that a
+/// changed `PJRT_NPROC` shows.
+#[pyfunction]
+fn xla_cpu() -> (String, usize, String) {
+    let xla = hlosim::eval::XlaCpu::detect();
+    (
+        xla.host.name().to_string(),
+        xla.threads,
+        xla.caches.to_string(),
+    )
+}
+
 /// Every known pass: `(order, name, description)` (`hlosim opt --list`).
 #[pyfunction]
 fn passes() -> Vec<(String, String, String)> {
@@ -958,6 +971,7 @@ fn _hlosim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_text, m)?)?;
     m.add_function(wrap_pyfunction!(neuron_pipeline, m)?)?;
     m.add_function(wrap_pyfunction!(passes, m)?)?;
+    m.add_function(wrap_pyfunction!(xla_cpu, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(generate_inputs, m)?)?;
     m.add_function(wrap_pyfunction!(run_diff, m)?)?;

@@ -255,3 +255,17 @@ def test_xla_caches_picks_which_caches_eigen_blocks_for():
     np.testing.assert_allclose(large, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     with pytest.raises(ValueError, match="xla_caches"):
         hlosim.run(m, [a, b], xla_caches="48K,2M")
+
+
+def test_xla_cpu_names_what_run_copies_by_default(monkeypatch):
+    monkeypatch.delenv("NPROC", raising=False)
+    monkeypatch.setenv("PJRT_NPROC", "1")
+    here = hlosim.xla_cpu()
+    assert set(here) == {"xla_host", "xla_threads", "xla_caches"}
+    assert here["xla_threads"] == 1
+    assert here["xla_host"] in ("avx512", "sapphire-rapids", "sapphire-rapids-no-amx")
+    # Its values are run's own keywords, and naming them changes nothing.
+    m, (a, b), _ = _eval_fixture("dot_order_lhs_transposed")
+    (default,) = hlosim.run(m, [a, b])
+    (named,) = hlosim.run(m, [a, b], **here)
+    assert np.array_equal(default.view(np.uint32), named.view(np.uint32))

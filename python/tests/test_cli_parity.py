@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import ml_dtypes
 import numpy as np
@@ -168,3 +169,15 @@ def test_two_devices_equal_cli(cli, tmp_path):
     # generated inputs: device d uses seed + d*2^32, as in the CLI
     r = cli("diff", path, "--seed", "9", "--json")
     assert hlosim.diff(m, seed=9).to_dict() == json.loads(r.stdout)
+
+
+def test_xla_cpu_equals_cli_host_json(cli, monkeypatch):
+    # Both read PJRT_NPROC afresh (the CLI inherits this process's environment).
+    monkeypatch.delenv("NPROC", raising=False)
+    monkeypatch.setenv("PJRT_NPROC", "3")
+    ours = hlosim.xla_cpu()
+    assert ours["xla_threads"] == 3
+    assert ours == json.loads(cli("host", "--json").stdout)
+    monkeypatch.delenv("PJRT_NPROC")
+    assert hlosim.xla_cpu() == json.loads(cli("host", "--json").stdout)
+    assert hlosim.xla_cpu()["xla_threads"] == len(os.sched_getaffinity(0))

@@ -7,6 +7,7 @@ mod diff;
 pub mod exit;
 mod fabric;
 mod files;
+mod host;
 mod lut;
 mod opt;
 mod parse;
@@ -54,6 +55,9 @@ pub enum Command {
     /// Reduce a failing diff to the smallest module that fails the same way, and write it
     /// with its arguments and the command that reproduces it.
     Reduce(reduce::Args),
+    /// Show the XLA:CPU whose summation orders `run` copies here: host kind, intra-op
+    /// threads and the cache sizes Eigen reads, and where each comes from.
+    Host(host::Args),
 }
 
 /// Runs a parsed command line. An `Err` is bad input or a resource limit (exit 2, printed by
@@ -69,6 +73,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, String> {
         Command::Profile(a) => profile::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Reduce(a) => reduce::run(a),
+        Command::Host(a) => host::run(a),
     }
     .map_err(|e| common::bounded(&e))
 }

@@ -38,7 +38,9 @@ pub use eigen_caches::EigenCaches;
 pub use options::{DotAccumulation, EvalOptions};
 pub use replicas::{run_on_devices, Replica};
 pub use stats::{EvalStats, MemoryFigures, StatsSink, TimeFamily};
-pub use xla_host::{intra_op_threads, XlaCpu, XlaCpuHost};
+pub use xla_host::{
+    intra_op_threads, intra_op_threads_and_source, ThreadCountSource, XlaCpu, XlaCpuHost,
+};
 
 use crate::hlo::{
     ArrayLiteral, CompId, Computation, InstrId, Instruction, Literal, Module, Opcode, Shape,

@@ -133,13 +133,43 @@ impl XlaCpu {
 /// rank must copy the same XLA:CPU as the in-process run it stands in for (`mpi_ranks`
 /// tests: bound to one core each, the ranks summed BERT's reduces on one thread's tiles).
 pub fn intra_op_threads() -> usize {
-    let from_env = ["PJRT_NPROC", "NPROC"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.trim().parse::<i64>().ok());
+    intra_op_threads_and_source().0
+}
+
+/// Where [`intra_op_threads`] took its count from, for `hlosim host` to say why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadCountSource {
+    /// The environment variable of that name (`PJRT_NPROC` or `NPROC`).
+    Env(&'static str),
+    /// The CPUs online: a rank that an MPI launcher started.
+    OnlineCpus,
+    /// The CPUs in this process's affinity mask.
+    Affinity,
+}
+
+impl fmt::Display for ThreadCountSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ThreadCountSource::Env(var) => write!(f, "from {var}"),
+            ThreadCountSource::OnlineCpus => f.write_str("the CPUs online (an MPI rank)"),
+            ThreadCountSource::Affinity => f.write_str("the CPUs this process may run on"),
+        }
+    }
+}
+
+/// [`intra_op_threads`] with where its count came from.
+pub fn intra_op_threads_and_source() -> (usize, ThreadCountSource) {
+    let from_env = ["PJRT_NPROC", "NPROC"].into_iter().find_map(|v| {
+        let n = std::env::var(v).ok()?.trim().parse::<i64>().ok()?;
+        Some((
+            usize::try_from(n).unwrap_or(0).max(1),
+            ThreadCountSource::Env(v),
+        ))
+    });
     match from_env {
-        Some(n) => usize::try_from(n).unwrap_or(0).max(1),
-        None if started_by_mpi() => online_cpus().max(1),
-        None => affinity_cpus().max(1),
+        Some(found) => found,
+        None if started_by_mpi() => (online_cpus().max(1), ThreadCountSource::OnlineCpus),
+        None => (affinity_cpus().max(1), ThreadCountSource::Affinity),
     }
 }
 

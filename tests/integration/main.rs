@@ -11,6 +11,7 @@
 mod common;
 
 mod autocast;
+mod cli_host;
 mod cli_multi_device;
 mod cli_profile;
 mod cli_reliability;

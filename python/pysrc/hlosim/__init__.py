@@ -35,6 +35,7 @@ __all__ = [
     "profile",
     "generate_inputs",
     "passes",
+    "xla_cpu",
     "NEURON_PIPELINE",
     "HlosimError",
     "ParseError",
@@ -53,6 +54,17 @@ PathLike = Union[str, "_os.PathLike[str]"]
 def passes() -> list:
     """Every known pass as ``(order, name, description)`` (``hlosim opt --list``)."""
     return [tuple(p) for p in _hlosim.passes()]
+
+
+def xla_cpu() -> dict:
+    """The XLA:CPU whose summation orders :func:`run` copies here by default, as a dict with
+    the keyword names of :func:`run` (and the keys of a fixture's ``meta.json``):
+    ``xla_host`` (the host kind), ``xla_threads`` (XLA:CPU's intra-op threads: ``PJRT_NPROC``,
+    else ``NPROC``, else the CPUs this process may run on) and ``xla_caches`` (``"L1,L2,L3"``
+    as Eigen reads them with CPUID). Same as ``hlosim host --json``. Pass it to another
+    process's ``run(..., **xla_cpu)`` to copy this host's XLA:CPU there."""
+    host, threads, caches = _hlosim.xla_cpu()
+    return {"xla_host": host, "xla_threads": threads, "xla_caches": caches}
 
 
 # ---------------------------------------------------------------------------------------
