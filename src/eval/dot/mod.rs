@@ -28,6 +28,7 @@ mod tests;
 mod view;
 mod xla_order;
 mod ynn_bf16_kernels;
+mod ynn_kernels;
 mod ynn_panels;
 
 pub use conv::convolution;

@@ -166,9 +166,9 @@ pub(crate) const UNIDENTIFIED_BLOCK_DEPTH: usize = 256;
 /// The column panels of a product on [`Kernel::Tiled`] ([`ynn_panels::panels`]) or YNNPACK's
 /// bf16 kernels, or one panel in blocks of [`UNIDENTIFIED_BLOCK_DEPTH`] for any other kernel
 /// (which [`sgemm`] sums before it gets here).
-fn panels_for(rows: usize, n: usize, kernel: Kernel) -> Vec<Panel> {
+fn panels_for((rows, k, n): (usize, usize, usize), kernel: Kernel) -> Vec<Panel> {
     match kernel {
-        Kernel::Tiled { packed_rhs } => ynn_panels::panels(rows, n, packed_rhs),
+        Kernel::Tiled { packed_rhs } => ynn_panels::panels(rows, n, k, packed_rhs),
         Kernel::Bf16Pairs => ynn_panels::bf16_panels(n),
         Kernel::Bf16Amx => vec![ynn_panels::amx_bf16_panel(n)],
         _ => vec![Panel::chain(0, n, UNIDENTIFIED_BLOCK_DEPTH)],
@@ -219,7 +219,7 @@ pub(crate) unsafe fn sgemm(
         }
         Kernel::Tiled { .. } | Kernel::Bf16Pairs | Kernel::Bf16Amx | Kernel::DotProduct => {}
     }
-    for p in panels_for(rows, n, kernel) {
+    for p in panels_for((rows, k, n), kernel) {
         if p.lanes > 1 || p.pairs || p.kc > MAX_BLOCK_DEPTH {
             // SAFETY: forwarded from the caller.
             unsafe { lane_panel((rows, k, n), a, (ars, acs), b, (brs, bcs), c, &p) };

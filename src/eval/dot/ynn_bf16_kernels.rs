@@ -5,13 +5,10 @@
 //! YNNPACK's generators emit the kernels without `vdpbf16ps` in that order on purpose, so
 //! that they agree: [`ynn_panels::bf16_panels`](super::ynn_panels::bf16_panels)).
 //!
-//! YNNPACK picks the kernel of least estimated cost (`estimate_dot_cost` in its
-//! `kernels/dot/dot.cc`), the first listed on a tie (the AMX ones come first):
-//! `ceil(M / block_m) · ceil(N / block_n) · ceil(K' / block_k)` blocks, each costing
-//! `5 · loads_a + 11 · loads_b + 9 + tile_m · tile_n · tile_k · 10^-4`, where `loads_a =
-//! block_m · block_k / (tile_m · tile_k)` and `loads_b = block_n · block_k / (tile_n ·
-//! tile_k)`. `K'` is K rounded down to even: a pair kernel runs the even part and the odd
-//! last term is summed apart (the AMX order adds it last).
+//! YNNPACK picks the kernel of least estimated cost ([`super::ynn_kernels::cost`]), the
+//! first listed on a tie (the AMX ones come first), over `K'` terms: K rounded down to even,
+//! since a pair kernel runs the even part and the odd last term is summed apart (the AMX
+//! order adds it last).
 //!
 //! Measured with the oracle (jaxlib 0.10.2, Emerald Rapids): 1018 products (M in 2..100, N
 //! in 2..200, K in 4..400, both rhs layouts, 691 of them on AMX), each told apart by which
@@ -25,9 +22,7 @@
 //! differ from the whole product (docs/eval.md, "bf16 products on an AMX host"). hlosim gives
 //! the whole product the kernel its shape chooses.
 
-/// One kernel's blocking, as YNNPACK declares it (`YNN_DOT_KERNEL`): the block and the tile
-/// of one instruction, `(block_m, block_n, block_k, tile_m, tile_n, tile_k)`.
-type Blocking = (usize, usize, usize, usize, usize, usize);
+use super::ynn_kernels::{cost, Blocking, Depth};
 
 /// The AMX-BF16 kernels (`dot_bf16_bf16_fp32_16x64x32_16x16x2_amxbf16` and
 /// `_32x32x32_`): each `tdpbf16ps` takes 32 terms of K.
@@ -66,24 +61,14 @@ const VECTOR: [Blocking; 25] = [
     (12, 8, 2, 1, 8, 2),
 ];
 
-/// YNNPACK's estimated cost of an `m x k` by `k x n` product on a kernel (module
-/// documentation).
-fn cost((m, n, k): (usize, usize, usize), kernel: &Blocking) -> f64 {
-    let &(bm, bn, bk, tm, tn, tk) = kernel;
-    let loads_a = (bm * bk / (tm * tk)) as f64;
-    let loads_b = (bn * bk / (tn * tk)) as f64;
-    let block = loads_a * 5.0 + loads_b * 11.0 + 9.0 + (tm * tn * tk) as f64 * 1e-4;
-    (m.div_ceil(bm) * n.div_ceil(bn) * k.div_ceil(bk)) as f64 * block
-}
-
 /// Whether YNNPACK runs a bf16 `m x k` by `k x n` product (f32 result) on an AMX kernel on
 /// a host that has one (module documentation).
 pub(crate) fn amx_chosen(m: usize, n: usize, k: usize) -> bool {
-    let shape = (m, n, (k - k % 2).max(1));
+    let depth = Depth::product((k - k % 2).max(1));
     let best = |kernels: &[Blocking]| {
         kernels
             .iter()
-            .map(|kern| cost(shape, kern))
+            .map(|kern| cost(kern, m, n, depth))
             .fold(f64::INFINITY, f64::min)
     };
     best(&AMX) <= best(&VECTOR)

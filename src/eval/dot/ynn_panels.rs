@@ -19,28 +19,22 @@
 //!     64 columns, 1 lane, and the rest (1..63 columns) in a panel of its own width, 1 lane.
 //!   - Otherwise (M > [`SMALL_M`], or an rhs contiguous in k, which YNNPACK packs: a
 //!     transposed rhs, also one that XLA's `TransposeFolding` reads through a `transpose`),
-//!     N > 16: one of [`WIDE_KERNELS`] for the whole product, the one with the lowest cost
-//!     per panel times the number of panels (the last one padded).
-//!     The costs are fitted to the measured choices, not taken from YNNPACK's cost model.
+//!     N > 16: the lanes and panel width of YNNPACK's packing, from its cost model over its
+//!     f32 kernels for N and K ([`ynn_kernels::packed_f32`](super::ynn_kernels::packed_f32)):
+//!     4 lanes 8 or 16 wide, 2 lanes 32 wide or 1 lane 64 wide for deep products, several
+//!     kernel panels in one where the rhs is shallow; every panel that wide (the last one
+//!     padded).
 //!
 //! bf16 operands have panels of their own ([`bf16_panels`]).
+
+use super::ynn_kernels::{packed_f32, Depth};
 
 /// The largest M for which YNNPACK cuts the columns as [`panels`] says for small products
 /// with a row-major rhs (measured: M = 50 does, M = 51 does not).
 pub(crate) const SMALL_M: usize = 50;
 
 /// Bytes of the packed right-operand panel that fix a panel's block depth.
-const PANEL_BYTES: usize = 128 * 1024;
-
-/// The (lanes, panel width, relative cost per panel) YNNPACK picks from for M > [`SMALL_M`]
-/// and N > 16. The costs reproduce every measured choice (e.g. N = 17, 24: three panels of 8;
-/// 28, 32, 88, 96, 160, 224: of 32; 36..48, 65..80, 104, 112, 136..176, 200, 240: of 16;
-/// 52..63, 120, 128, 192, 256: of 64); the margins are small (N = 176: 16 × 11 = 176 against
-/// 62 × 3 = 186), so shapes far from the measured ones may choose otherwise. The 8-wide cost
-/// fits any value in 9.6..10.5 for products; convolutions pin it above 10.19 (65 input
-/// features, 20 outputs go 32 wide: `conv::stencil`).
-pub(crate) const WIDE_KERNELS: [(usize, usize, f64); 4] =
-    [(4, 8, 10.25), (4, 16, 16.0), (2, 32, 31.5), (1, 64, 62.0)];
+const PANEL_BYTES: usize = super::ynn_kernels::PACKED_PANEL_BYTES;
 
 /// One column panel: columns `first..first + cols`, packed `width` wide, summed in `lanes`
 /// interleaved chains within blocks of `kc` terms; with `pairs`, the terms of each block are
@@ -85,9 +79,9 @@ pub(crate) fn panel_depth(width: usize, lanes: usize) -> usize {
     ((PANEL_BYTES / 4 / width.max(1)) / lanes * lanes).max(lanes)
 }
 
-/// YNNPACK's column panels for an `m x n` output, `packed_rhs` when the rhs is contiguous in
-/// k (module documentation).
-pub(crate) fn panels(m: usize, n: usize, packed_rhs: bool) -> Vec<Panel> {
+/// YNNPACK's column panels for an `m x n` output over `k` terms, `packed_rhs` when the rhs
+/// is contiguous in k (module documentation).
+pub(crate) fn panels(m: usize, n: usize, k: usize, packed_rhs: bool) -> Vec<Panel> {
     if n == 0 {
         return Vec::new();
     }
@@ -101,12 +95,7 @@ pub(crate) fn panels(m: usize, n: usize, packed_rhs: bool) -> Vec<Panel> {
         }
         return v;
     }
-    let cost = |&(_, width, c): &(usize, usize, f64)| n.div_ceil(width) as f64 * c;
-    let (lanes, width, _) = WIDE_KERNELS
-        .iter()
-        .min_by(|x, y| cost(x).total_cmp(&cost(y)))
-        .copied()
-        .unwrap_or((1, 64, 0.0));
+    let (lanes, width) = packed_f32(n, Depth::product(k));
     (0..n.div_ceil(width))
         .map(|t| {
             let first = t * width;
@@ -179,7 +168,7 @@ mod tests {
     use super::*;
 
     fn widths(m: usize, n: usize) -> Vec<(usize, usize, usize, usize)> {
-        panels(m, n, false)
+        panels(m, n, 2100, false)
             .iter()
             .map(|p| (p.first, p.cols, p.kc, p.lanes))
             .collect()
@@ -199,7 +188,7 @@ mod tests {
         assert_eq!(widths(16, 7), [(0, 7, 4096, 4)]);
         // Large M: one kernel for the whole product.
         let kinds = |n: usize| {
-            let p = panels(64, n, false);
+            let p = panels(64, n, 2100, false);
             (p[0].lanes, p[0].cols, p.len())
         };
         assert_eq!(kinds(17), (4, 8, 3));
@@ -213,10 +202,10 @@ mod tests {
         assert_eq!(kinds(240), (4, 16, 15));
         assert_eq!(kinds(256), (1, 64, 4));
         // The last panel of a large product is packed at full width.
-        assert_eq!(panels(64, 120, false)[1].kc, 512);
+        assert_eq!(panels(64, 120, 2100, false)[1].kc, 512);
         // A packed rhs gets the same choice for a small M.
-        assert_eq!(panels(16, 96, true), panels(64, 96, false));
-        assert_eq!(panels(32, 120, true)[1].kc, 512);
+        assert_eq!(panels(16, 96, 2100, true), panels(64, 96, 2100, false));
+        assert_eq!(panels(32, 120, 2100, true)[1].kc, 512);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! [`super::stencil`] comes first: it runs a 1×1 window as YNNPACK's one-tap stencil dot
 //! (the same order with its own panel choice, which differs for few input features), and the
 //! padded, grouped and small ones XLA:CPU keeps out of YNNPACK; this module takes the 1×1
-//! convolutions inside YNNPACK that it declines (near ties of its cost model). 1-D and 3-D 1×1
+//! convolutions inside YNNPACK that it declines. 1-D and 3-D 1×1
 //! convolutions XLA:CPU rewrites into a plain `dot` outside YNNPACK that Eigen sums;
 //! [`super::eigen`] has them.
 

@@ -26,22 +26,25 @@
 //!   features ([`ynn_panels`]) and `taps` the window's size: a block covers every tap.
 //! - Within a block, `lanes` interleaved FMA chains from zero over (tap, feature), tap outer,
 //!   the feature's position in the block choosing the chain; the chains are added in pairs.
-//! - Then, tap by tap, the block's last `features mod lanes` features: their products rounded
-//!   and summed in order (not fused), and that tap's sum added to the block's.
-//! - The first block's sum is the output; each further block's sum is added to it.
+//! - The first block's sum is the output; each further block's sum is added to it. Blocks
+//!   hold whole lane groups of features but the last.
+//! - Then, after every block, tap by tap, the last `features mod lanes` features: their
+//!   products rounded and summed in order (not fused), and that tap's sum added to the
+//!   output (YNNPACK's pass for the `k1` tail, `make_dot_impl`; with one block this is the
+//!   same as adding them to the block's sum; measured with 73 features in two blocks).
 //! - Padded positions are zero terms of the chains, as in YNNPACK's padded copy.
 //!
-//! Which panel: for all but small outputs (below) the kernel is packed, so YNNPACK picks among
-//! the packed-rhs panels of [`ynn_panels`] (8 and 16 wide in 4 lanes, 32 in 2, 64 in 1) by
-//! cost, but its cost model counts the feature loop per tap in whole lane groups: each panel
-//! cost is scaled by `roundup(features, lanes) / features` (so 5, 6, 9 input features push 16
-//! outputs per panel off to 32 or 64 wide; 3, 7, 11 features keep 8 wide for 20 outputs, 5, 6,
-//! 9, 13 do not). Outputs of 16 or fewer take the narrow panel of `roundup(N, 4)` columns in
-//! 4 lanes, except 2 features per tap (32 wide, 2 lanes) and 1 feature with more than 8
-//! outputs (64 wide, one lane) ([`narrow_choice`]). Near ties of the cost model
-//! ([`AMBIGUOUS_COST`]) are declined. Measured for M = 4..1024, input features 1..600, output
-//! features 1..512, windows 1×1 to 7×7, strides 1 and 2, padding 0..3, 1 to 16 groups: every
-//! claimed element bit-exact (fixtures `conv_window_*`, `conv_grouped_*`, `conv_pointwise_*`).
+//! Which panel: for all but small outputs (below) the kernel is packed, so YNNPACK packs it
+//! for the kernel its cost model estimates cheapest over the output features and the window
+//! ([`ynn_kernels::packed_f32`](crate::eval::dot::ynn_kernels::packed_f32)), which counts the
+//! feature loop of each tap in whole lane groups (so 5, 6, 9 input features push 48 outputs
+//! off the 4-lane kernels to 64 wide; 3, 7, 11 features keep 8 wide for 20 outputs, 5, 6, 9,
+//! 13 do not; 18 features and 100 outputs go 16 wide). Outputs of 16 or fewer take the narrow
+//! panel of `roundup(N, 4)` columns in 4 lanes, except 2 features per tap (32 wide, 2 lanes)
+//! and 1 feature with more than 8 outputs (64 wide, one lane) ([`narrow_choice`]). Measured
+//! for M = 4..1024, input features 1..600, output features 1..512, windows 1×1 to 7×7,
+//! strides 1 and 2, padding 0..3, 1 to 16 groups: every claimed element bit-exact (fixtures
+//! `conv_window_*`, `conv_grouped_*`, `conv_pointwise_*`).
 //!
 //! Small outputs: while the output has at most [`UNPACKED_ROW_BLOCKS`] row blocks, YNNPACK
 //! does not pack the kernel and sums as for a small matrix product with a row-major rhs: one
@@ -69,7 +72,8 @@ use super::eigen;
 use super::Geom;
 use crate::eval::dot::eigen_product::EigenHost;
 use crate::eval::dot::xla_order::fma_row;
-use crate::eval::dot::ynn_panels::{panel_depth, WIDE_KERNELS};
+use crate::eval::dot::ynn_kernels::{packed_f32, Depth};
+use crate::eval::dot::ynn_panels::panel_depth;
 use rayon::prelude::*;
 
 /// YNNPACK leaves the kernel unpacked (one lane, panels as for a row-major rhs) while the
@@ -91,11 +95,6 @@ const NARROW_PACK_ABOVE: [f64; 4] = [0.5, 2.75, 3.45, 3.45];
 /// probably too significant"); Eigen's spatial convolution sums the others, one FMA chain per
 /// output, taps outer and features inner, like a one-lane stencil block.
 const YNN_MIN_FEATURES: usize = 17;
-
-/// How close (relatively) two kernels' modelled costs may be before the choice counts as not
-/// identified: the cost model is fitted, so a near tie may go either way (measured: input
-/// features 18, outputs 100 is 124.4 against 124 and goes to the dearer one).
-const AMBIGUOUS_COST: f64 = 0.015;
 
 /// How XLA:CPU sums one convolution's outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,28 +165,15 @@ fn narrow_packs(n: usize, c: usize) -> bool {
     per_group > NARROW_PACK_ABOVE[n.div_ceil(4).clamp(1, 4) - 1]
 }
 
-/// YNNPACK's packed kernel for `n` > 16 outputs and `c` input features per tap, by its cost
-/// model, or `None` for a near tie (module documentation).
-fn packed_choice(n: usize, c: usize) -> Option<Choice> {
-    // Each kernel's cost for this product: its panels' cost times the feature loop it runs,
-    // `roundup(c, lanes)` features for every `c` (module documentation).
-    let cost = |&(lanes, width, cost): &(usize, usize, f64)| {
-        n.div_ceil(width) as f64 * cost * (c.div_ceil(lanes) * lanes) as f64 / c as f64
-    };
-    let mut ranked: Vec<(f64, usize, usize)> =
-        WIDE_KERNELS.iter().map(|k| (cost(k), k.0, k.1)).collect();
-    ranked.sort_by(|x, y| x.0.total_cmp(&y.0));
-    let (best, lanes, width) = ranked[0];
-    if ranked
-        .get(1)
-        .is_some_and(|r| r.0 <= best * (1.0 + AMBIGUOUS_COST))
-    {
-        return None;
-    }
-    Some(Choice::Chains {
+/// YNNPACK's packed kernel for `n` > 16 outputs, `c` input features per tap and `taps`
+/// window positions: the lanes and panel width it packs the kernel for (module
+/// documentation).
+fn packed_choice(n: usize, c: usize, taps: usize) -> Choice {
+    let (lanes, width) = packed_f32(n, Depth { per_tap: c, taps });
+    Choice::Chains {
         lanes,
         kc: panel_depth(width, lanes),
-    })
+    }
 }
 
 /// The summation YNNPACK picks for a product of `n` outputs from `c` input features per tap
@@ -204,7 +190,7 @@ pub(super) fn choice(small: Option<usize>, n: usize, c: usize, depth: usize) -> 
             split: unpacked_split(rows, n, depth),
         }),
         None if n <= 16 => Some(narrow_choice(n, c)),
-        None => packed_choice(n, c),
+        None => Some(packed_choice(n, c, depth / c)),
     }
 }
 
@@ -399,9 +385,16 @@ fn sum_panel(
             }
         }
         let sum = combine(&mut acc);
+        if lo == 0 {
+            dst.copy_from_slice(sum);
+        } else {
+            dst.iter_mut().zip(sum.iter()).for_each(|(d, &s)| *d += s);
+        }
+        // Only the last block has features past a whole lane group (the others are whole
+        // groups): YNNPACK sums them in a pass of their own after every block, tap by tap,
+        // each tap's rounded products summed and added to the output.
         if main < hi {
             for t in 0..taps {
-                // This tap's last features: rounded products summed, then added.
                 tail.copy_from_slice(row(t, main));
                 let x = patch[t * c + main];
                 tail.iter_mut().for_each(|v| *v *= x);
@@ -411,13 +404,8 @@ fn sum_panel(
                         *v += x * y;
                     }
                 }
-                sum.iter_mut().zip(tail.iter()).for_each(|(s, &v)| *s += v);
+                dst.iter_mut().zip(tail.iter()).for_each(|(d, &v)| *d += v);
             }
-        }
-        if lo == 0 {
-            dst.copy_from_slice(sum);
-        } else {
-            dst.iter_mut().zip(sum.iter()).for_each(|(d, &s)| *d += s);
         }
         lo = hi;
     }
@@ -456,16 +444,18 @@ mod tests {
         let big = |n, c| choice(None, n, c, 9 * c);
         // N ≤ 16 reaches YNNPACK ungrouped only from 17 input features: 4 lanes.
         assert_eq!(big(12, 17), chains(4, 2728));
-        // Features 3: 8-wide panels still (4 of 3 features' loop: 40 against 42 for 32 wide).
-        assert_eq!(big(24, 3), chains(4, 4096));
-        // A near tie of the model: declined.
-        assert_eq!(big(100, 18), None);
+        // The kernel's lanes; the block depth is that of the packed panel, several kernel
+        // panels wide where the window's depth is shallow (all these depths fit one block).
+        // Features 3: 8-wide kernel still (4 of 3 features' loop: 40 against 42 for 32 wide).
+        assert_eq!(big(24, 3), chains(4, 1364));
+        // 18 features, 100 outputs: 16-wide kernel, the near tie of the fitted costs.
+        assert_eq!(big(100, 18), chains(4, 324));
         // N = 20: three 8-wide panels need a multiple of 4 features, else 32 wide, 2 lanes.
-        assert_eq!(big(20, 12), chains(4, 4096));
-        assert_eq!(big(20, 33), chains(2, 1024));
+        assert_eq!(big(20, 12), chains(4, 1636));
+        assert_eq!(big(20, 33), chains(2, 1364));
         // N = 48: 16 wide needs a multiple of 4 or 17+ features, else 64 wide, one lane.
-        assert_eq!(big(48, 17), chains(4, 2048));
-        assert_eq!(big(48, 9), chains(1, 512));
+        assert_eq!(big(48, 17), chains(4, 680));
+        assert_eq!(big(48, 9), chains(1, 682));
         assert_eq!(big(64, 64), chains(1, 512));
         // Small outputs (5 rows per call): unpacked, one panel up to 64 outputs ...
         let small = |n, c| choice(Some(5), n, c, 9 * c);
