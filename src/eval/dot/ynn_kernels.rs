@@ -37,9 +37,12 @@ pub(crate) const PACKED_PANEL_BYTES: usize = 128 * 1024;
 /// The f32 kernels of an AVX-512 host, in the order YNNPACK lists them (jaxlib 0.10.2's
 /// `ynn::dot_fp32_{bm}x{bn}x{bk}_{tm}x{tn}x{tk}_{isa}` symbols in address order: the order in
 /// which the measured ties fall, the widest first). By instruction set: sse2, avx, fma3,
-/// avx2, avx2+fma3, avx512. The generic `1x128x1_1x1x1` kernel, listed first, is left out:
-/// YNNPACK penalises it a hundredfold and its 128 loads of b per block never win.
-pub(crate) const F32_KERNELS: [Blocking; 81] = [
+/// avx2, avx512. Of the 81 kernels, a blocking that another instruction set's build listed
+/// earlier is kept once (fma3's repeats of avx's, the whole avx2+fma3 set of avx2's): a later
+/// copy costs the same and never wins a tie. The generic `1x128x1_1x1x1` kernel, listed
+/// first, is left out: YNNPACK penalises it a hundredfold and its 128 loads of b per block
+/// never win.
+pub(crate) const F32_KERNELS: [Blocking; 63] = [
     // sse2
     (1, 16, 1, 1, 4, 1),
     (2, 16, 1, 1, 4, 1),
@@ -61,29 +64,10 @@ pub(crate) const F32_KERNELS: [Blocking; 81] = [
     (4, 8, 1, 1, 8, 1),
     (6, 8, 1, 1, 8, 1),
     (8, 8, 1, 1, 8, 1),
-    // fma3
-    (1, 32, 1, 1, 8, 1),
-    (2, 32, 1, 1, 8, 1),
-    (1, 16, 1, 1, 8, 1),
-    (2, 16, 1, 1, 8, 1),
-    (3, 16, 1, 1, 8, 1),
-    (4, 16, 1, 1, 8, 1),
+    // fma3 (the blockings avx lists already left out)
     (5, 16, 1, 1, 8, 1),
     (6, 16, 1, 1, 8, 1),
-    (8, 8, 1, 1, 8, 1),
     // avx2
-    (1, 16, 2, 1, 4, 2),
-    (2, 16, 2, 1, 4, 2),
-    (1, 8, 2, 1, 4, 2),
-    (3, 8, 2, 1, 4, 2),
-    (4, 8, 2, 1, 4, 2),
-    (5, 8, 2, 1, 4, 2),
-    (6, 8, 2, 1, 4, 2),
-    (4, 4, 2, 1, 4, 2),
-    (5, 4, 2, 1, 4, 2),
-    (6, 4, 2, 1, 4, 2),
-    (8, 4, 2, 1, 4, 2),
-    // avx2 + fma3
     (1, 16, 2, 1, 4, 2),
     (2, 16, 2, 1, 4, 2),
     (1, 8, 2, 1, 4, 2),
@@ -128,10 +112,6 @@ pub(crate) const F32_KERNELS: [Blocking; 81] = [
     (4, 4, 4, 1, 4, 4),
     (8, 4, 4, 1, 4, 4),
 ];
-
-/// The first AVX-512 kernel (64 columns, one lane): what [`packed_f32`] would name if the
-/// kernel list were empty, which it is not.
-const AVX512_WIDEST: Blocking = (1, 64, 1, 1, 16, 1);
 
 /// The contraction a kernel runs, as YNNPACK's cost counts it: `per_tap` terms (`k1`, a
 /// convolution's input features) for each of `taps` positions (`k2 · k3`, the window); a
@@ -195,7 +175,7 @@ pub(crate) fn cheapest(
 /// the kernel's `tile_n`.
 pub(crate) fn packed_f32(n: usize, depth: Depth) -> (usize, usize) {
     let (_, bn, _, _, tn, tk) =
-        *cheapest(&F32_KERNELS, UNKNOWN_M, n.max(1), depth).unwrap_or(&AVX512_WIDEST);
+        *cheapest(&F32_KERNELS, UNKNOWN_M, n.max(1), depth).unwrap_or(&F32_KERNELS[0]);
     let panels_in_cache = PACKED_PANEL_BYTES / 4 / (bn * depth.terms()).max(1);
     let width = (bn * panels_in_cache.max(1)).min(n.max(1).div_ceil(tn) * tn);
     (tk, width)

@@ -27,14 +27,11 @@
 //!
 //! bf16 operands have panels of their own ([`bf16_panels`]).
 
-use super::ynn_kernels::{packed_f32, Depth};
+use super::ynn_kernels::{packed_f32, Depth, PACKED_PANEL_BYTES};
 
 /// The largest M for which YNNPACK cuts the columns as [`panels`] says for small products
 /// with a row-major rhs (measured: M = 50 does, M = 51 does not).
 pub(crate) const SMALL_M: usize = 50;
-
-/// Bytes of the packed right-operand panel that fix a panel's block depth.
-const PANEL_BYTES: usize = super::ynn_kernels::PACKED_PANEL_BYTES;
 
 /// One column panel: columns `first..first + cols`, packed `width` wide, summed in `lanes`
 /// interleaved chains within blocks of `kc` terms; with `pairs`, the terms of each block are
@@ -73,10 +70,10 @@ impl Panel {
 }
 
 /// The block depth of a panel `width` columns wide summed in `lanes` chains: the terms whose
-/// packed right-operand panel fills [`PANEL_BYTES`], a multiple of the lanes.
+/// packed right-operand panel fills [`PACKED_PANEL_BYTES`], a multiple of the lanes.
 pub(crate) fn panel_depth(width: usize, lanes: usize) -> usize {
     let lanes = lanes.max(1);
-    ((PANEL_BYTES / 4 / width.max(1)) / lanes * lanes).max(lanes)
+    ((PACKED_PANEL_BYTES / 4 / width.max(1)) / lanes * lanes).max(lanes)
 }
 
 /// YNNPACK's column panels for an `m x n` output over `k` terms, `packed_rhs` when the rhs
