@@ -220,7 +220,7 @@ pub(crate) unsafe fn sgemm(
         Kernel::Tiled { .. } | Kernel::Bf16Pairs | Kernel::Bf16Amx | Kernel::DotProduct => {}
     }
     for p in panels_for((rows, k, n), kernel) {
-        if p.lanes > 1 || p.pairs || p.kc > MAX_BLOCK_DEPTH {
+        if p.lanes > 1 || p.pairs || p.kc > MAX_BLOCK_DEPTH || !p.fused {
             // SAFETY: forwarded from the caller.
             unsafe { lane_panel((rows, k, n), a, (ars, acs), b, (brs, bcs), c, &p) };
             continue;
@@ -405,7 +405,11 @@ unsafe fn lane_panel(
                 // With pairs, the odd term of each pair first (an unpaired one as it is).
                 let kk = k0 + if p.pairs && (j ^ 1) < len { j ^ 1 } else { j };
                 let brow = &bp[kk * p.cols..(kk + 1) * p.cols];
-                fma_row(&mut lanes[j % p.lanes], arow[kk], brow);
+                if p.fused {
+                    fma_row(&mut lanes[j % p.lanes], arow[kk], brow);
+                } else {
+                    add_products_row(&mut lanes[j % p.lanes], arow[kk], brow);
+                }
             }
             let (head, rest) = lanes.split_at_mut(1);
             let s = &mut head[0];
@@ -432,6 +436,14 @@ unsafe fn lane_panel(
         row_pairs.par_bridge().for_each(row);
     } else {
         row_pairs.for_each(row);
+    }
+}
+
+/// `c[j] += x · b[j]`, the product rounded to f32 before the sum (a kernel that multiplies
+/// and adds apart).
+fn add_products_row(c: &mut [f32], x: f32, b: &[f32]) {
+    for (cv, &y) in c.iter_mut().zip(b) {
+        *cv += x * y;
     }
 }
 

@@ -13,30 +13,39 @@
 //!   `kk mod lanes`), combined as `S0` (1 lane), `S0 + S1` (2), `(S0 + S1) + (S2 + S3)` (4).
 //!   When K is not a multiple of the lanes, the last `K mod lanes` terms are a block of
 //!   their own, added last.
-//! - Which lanes and widths a product gets depends on M and N:
-//!   - N ≤ 16: one panel `roundup(N, 4)` wide, 4 lanes.
-//!   - M ≤ [`SMALL_M`], N > 16 and a row-major rhs (YNNPACK leaves it unpacked): panels of
-//!     64 columns, 1 lane, and the rest (1..63 columns) in a panel of its own width, 1 lane.
-//!   - Otherwise (M > [`SMALL_M`], or an rhs contiguous in k, which YNNPACK packs: a
-//!     transposed rhs, also one that XLA's `TransposeFolding` reads through a `transpose`),
-//!     N > 16: the lanes and panel width of YNNPACK's packing, from its cost model over its
-//!     f32 kernels for N and K ([`ynn_kernels::packed_f32`](super::ynn_kernels::packed_f32)):
-//!     4 lanes 8 or 16 wide, 2 lanes 32 wide or 1 lane 64 wide for deep products, several
-//!     kernel panels in one where the rhs is shallow; every panel that wide (the last one
-//!     padded).
+//! - Which lanes and widths a product gets depends on M, N and K:
+//!   - A row-major rhs that YNNPACK leaves unpacked
+//!     ([`ynn_kernels::leaves_rhs_unpacked`](super::ynn_kernels::leaves_rhs_unpacked): few
+//!     rows, and an unpacked kernel at most twice the packed one's cost; for N > 16 that is
+//!     M ≤ 50, for N ≤ 16 only some products of small K): 1 lane, in panels as wide as
+//!     YNNPACK's tasks
+//!     ([`ynn_kernels::unpacked_task_columns`](super::ynn_kernels::unpacked_task_columns):
+//!     64 columns and the rest for deep products, all of N for shallow ones), each summed
+//!     in blocks as deep as a panel of its width; each panel's products rounded before they
+//!     are added where its task runs on an avx kernel, as 11 × 2 × 4
+//!     ([`ynn_kernels::unpacked_sums_fused`](super::ynn_kernels::unpacked_sums_fused)).
+//!   - Otherwise N ≤ 16: one panel `roundup(N, 4)` wide, 4 lanes.
+//!   - Otherwise (a packed rhs: a large M, or an rhs contiguous in k, which YNNPACK always
+//!     packs: a transposed rhs, also one that XLA's `TransposeFolding` reads through a
+//!     `transpose`), N > 16: the lanes and panel width of YNNPACK's packing, from its cost
+//!     model over its f32 kernels for N and K
+//!     ([`ynn_kernels::packed_f32`](super::ynn_kernels::packed_f32)): 4 lanes 8 or 16 wide,
+//!     2 lanes 32 wide or 1 lane 64 wide for deep products, several kernel panels in one
+//!     where the rhs is shallow; every panel that wide (the last one padded).
 //!
 //! bf16 operands have panels of their own ([`bf16_panels`]).
 
-use super::ynn_kernels::{packed_f32, Depth, PACKED_PANEL_BYTES};
-
-/// The largest M for which YNNPACK cuts the columns as [`panels`] says for small products
-/// with a row-major rhs (measured: M = 50 does, M = 51 does not).
-pub(crate) const SMALL_M: usize = 50;
+use super::ynn_kernels::{
+    leaves_rhs_unpacked, packed_f32, unpacked_sums_fused, unpacked_task_columns, Depth,
+    PACKED_PANEL_BYTES,
+};
 
 /// One column panel: columns `first..first + cols`, packed `width` wide, summed in `lanes`
 /// interleaved chains within blocks of `kc` terms; with `pairs`, the terms of each block are
 /// taken in pairs, the odd one first, and an odd last term of K is a block of its own
-/// ([`bf16_panels`]).
+/// ([`bf16_panels`]); without `fused`, each product is rounded before it is added (a kernel of
+/// YNNPACK's avx build,
+/// [`ynn_kernels::unpacked_sums_fused`](super::ynn_kernels::unpacked_sums_fused)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Panel {
     pub(crate) first: usize,
@@ -44,6 +53,7 @@ pub(crate) struct Panel {
     pub(crate) kc: usize,
     pub(crate) lanes: usize,
     pub(crate) pairs: bool,
+    pub(crate) fused: bool,
 }
 
 impl Panel {
@@ -55,6 +65,7 @@ impl Panel {
             kc,
             lanes: 1,
             pairs: false,
+            fused: true,
         }
     }
 
@@ -65,6 +76,7 @@ impl Panel {
             kc: panel_depth(width, lanes),
             lanes,
             pairs: false,
+            fused: true,
         }
     }
 }
@@ -82,17 +94,24 @@ pub(crate) fn panels(m: usize, n: usize, k: usize, packed_rhs: bool) -> Vec<Pane
     if n == 0 {
         return Vec::new();
     }
+    let depth = Depth::product(k);
+    if !packed_rhs && leaves_rhs_unpacked(m, 1, n, depth) {
+        let split = unpacked_task_columns(m, n, k).max(1);
+        return (0..n)
+            .step_by(split)
+            .map(|first| {
+                let cols = split.min(n - first);
+                Panel {
+                    fused: unpacked_sums_fused(m, cols, depth),
+                    ..Panel::new(first, cols, cols, 1)
+                }
+            })
+            .collect();
+    }
     if n <= 16 {
         return vec![Panel::new(0, n, n.div_ceil(4) * 4, 4)];
     }
-    if m <= SMALL_M && !packed_rhs {
-        let mut v: Vec<Panel> = (0..n / 64).map(|t| Panel::new(t * 64, 64, 64, 1)).collect();
-        if !n.is_multiple_of(64) {
-            v.push(Panel::new(n / 64 * 64, n % 64, n % 64, 1));
-        }
-        return v;
-    }
-    let (lanes, width) = packed_f32(n, Depth::product(k));
+    let (lanes, width) = packed_f32(n, depth);
     (0..n.div_ceil(width))
         .map(|t| {
             let first = t * width;
@@ -138,6 +157,7 @@ pub(crate) fn amx_bf16_panel(n: usize) -> Panel {
         kc: AMX_BLOCK_DEPTH,
         lanes: 2,
         pairs: false,
+        fused: true,
     }
 }
 
@@ -203,6 +223,23 @@ mod tests {
         // A packed rhs gets the same choice for a small M.
         assert_eq!(panels(16, 96, 2100, true), panels(64, 96, 2100, false));
         assert_eq!(panels(32, 120, 2100, true)[1].kc, 512);
+    }
+
+    /// A narrow product of few terms whose rhs YNNPACK leaves unpacked sums one chain; with
+    /// more rows, more terms, or a transposed rhs it is packed, 4 lanes (oracle, jaxlib
+    /// 0.10.2: 64 x 5 x 7 and 64 x 2 x 7 one chain, 100 x 5 x 7 and 64 x 6 x 7 four lanes).
+    #[test]
+    fn narrow_products_of_few_terms_sum_one_chain_while_unpacked() {
+        let lanes = |m: usize, k: usize, packed_rhs: bool| {
+            let p = panels(m, 7, k, packed_rhs);
+            assert_eq!(p.len(), 1);
+            (p[0].cols, p[0].lanes)
+        };
+        assert_eq!(lanes(64, 5, false), (7, 1));
+        assert_eq!(lanes(64, 2, false), (7, 1));
+        assert_eq!(lanes(100, 5, false), (7, 4));
+        assert_eq!(lanes(64, 6, false), (7, 4));
+        assert_eq!(lanes(64, 5, true), (7, 4));
     }
 
     #[test]

@@ -48,9 +48,9 @@
 //!
 //! Small outputs: while the output has at most [`UNPACKED_ROW_BLOCKS`] row blocks, YNNPACK
 //! does not pack the kernel and sums as for a small matrix product with a row-major rhs: one
-//! chain per output, the outputs cut into panels by YNNPACK's task sizing ([`unpacked_split`]),
-//! each panel summed in blocks as deep as a panel of its width (measured up to 500 outputs and
-//! 400 features, grouped or not). With 16 or fewer outputs `should_pack_b` still packs the
+//! chain per output, the outputs cut into panels by YNNPACK's task sizing
+//! ([`unpacked_task_columns`]), each panel summed in blocks as deep as a panel of its width
+//! (measured up to 500 outputs and 400 features, grouped or not). With 16 or fewer outputs `should_pack_b` still packs the
 //! narrow panel where the unpacked kernel would cost more than twice as much:
 //! [`narrow_packs`].
 //!
@@ -72,14 +72,14 @@ use super::eigen;
 use super::Geom;
 use crate::eval::dot::eigen_product::EigenHost;
 use crate::eval::dot::xla_order::fma_row;
-use crate::eval::dot::ynn_kernels::{packed_f32, Depth};
+use crate::eval::dot::ynn_kernels::{packed_f32, unpacked_task_columns, Depth};
 use crate::eval::dot::ynn_panels::panel_depth;
 use rayon::prelude::*;
 
 /// YNNPACK leaves the kernel unpacked (one lane, panels as for a row-major rhs) while the
 /// output has at most this many row blocks: `batch × output rows × ceil(output columns / 5)`,
-/// its 5-row kernels' blocks over the innermost output dimension (for a matrix product, the
-/// `M ≤ 50` of [`ynn_panels::SMALL_M`]). Measured: 1×6×6 and 2×3×10 outputs (12 blocks) are
+/// its 5-row kernels' blocks over the innermost output dimension (for a matrix product,
+/// [`leaves_rhs_unpacked`](crate::eval::dot::ynn_kernels::leaves_rhs_unpacked)). Measured: 1×6×6 and 2×3×10 outputs (12 blocks) are
 /// packed, 1×5×9 and 2×5×5 (10 blocks) are not.
 const UNPACKED_ROW_BLOCKS: usize = 10;
 
@@ -105,38 +105,6 @@ pub(super) enum Choice {
     /// YNNPACK's kernel left unpacked: one chain, the outputs cut into panels `split` wide
     /// (the last one the rest), each summed in blocks as deep as a panel of its own width.
     Unpacked { split: usize },
-}
-
-/// YNNPACK's split of the outputs for an unpacked kernel (`choose_split_factors` in
-/// `ynnpack/subgraph/dot.cc`): starting from 64 outputs by 16 rows, a task grows (outputs
-/// first while it is 4 times taller than wide or has all the rows) until it covers
-/// `min(rows, 64) × min(outputs, 64)` and then until `(rows + outputs) × min(depth, 1024)`
-/// reaches 65536 or it covers 256 × 256. `rows` is a call's output rows (the innermost output
-/// dimension; 1 for grouped convolutions), `depth` the contraction's terms over all taps.
-/// Measured: a 5×7 output of 100 features is one panel from 64 input features (depth 576)
-/// and panels of 64 and 36 from 256 (depth 2304).
-fn unpacked_split(rows: usize, n: usize, depth: usize) -> usize {
-    const MAX_AREA: usize = 256 * 256;
-    const MAX_COST: usize = 1024 * 64;
-    const ASPECT: usize = 4;
-    let k = depth.min(1024);
-    let min_area = rows.min(64) * n.min(64);
-    let (mut split_n, mut split_m) = (n.min(64), rows.min(16));
-    loop {
-        if split_n * split_m >= min_area
-            && ((split_m + split_n) * k >= MAX_COST || split_m * split_n >= MAX_AREA)
-        {
-            break;
-        }
-        if (ASPECT * split_n <= split_m || split_m >= rows) && split_n < n {
-            split_n *= 2;
-        } else if (split_m <= ASPECT * split_n || split_n >= n) && split_m < rows {
-            split_m *= 2;
-        } else {
-            break;
-        }
-    }
-    split_n
 }
 
 /// YNNPACK's kernel for a product of `n` ≤ 16 outputs and `c` input features per tap: the
@@ -187,7 +155,7 @@ pub(super) fn choice(small: Option<usize>, n: usize, c: usize, depth: usize) -> 
     match small {
         Some(_) if n <= 16 && narrow_packs(n, c) => Some(narrow_choice(n, c)),
         Some(rows) => Some(Choice::Unpacked {
-            split: unpacked_split(rows, n, depth),
+            split: unpacked_task_columns(rows, n, depth),
         }),
         None if n <= 16 => Some(narrow_choice(n, c)),
         None => Some(packed_choice(n, c, depth / c)),
