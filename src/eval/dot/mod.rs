@@ -269,6 +269,8 @@ pub fn dot(
                 return finish(convert::from_f32(ty, c));
             }
             let mut c = vec![0f32; b * m * n];
+            // Every batch has the same shape, so the same panels.
+            let panels = xla_order::panels_for((m, k, n), kernel);
             // SAFETY: as for dgemm above.
             batched(
                 &mut c,
@@ -282,7 +284,7 @@ pub fn dot(
                         bb.ptr(bi),
                         (bb.rs, bb.cs),
                         c,
-                        kernel,
+                        (kernel, &panels),
                     )
                 },
             );

@@ -165,8 +165,9 @@ pub(crate) const UNIDENTIFIED_BLOCK_DEPTH: usize = 256;
 
 /// The column panels of a product on [`Kernel::Tiled`] ([`ynn_panels::panels`]) or YNNPACK's
 /// bf16 kernels, or one panel in blocks of [`UNIDENTIFIED_BLOCK_DEPTH`] for any other kernel
-/// (which [`sgemm`] sums before it gets here).
-fn panels_for((rows, k, n): (usize, usize, usize), kernel: Kernel) -> Vec<Panel> {
+/// (which [`sgemm`] sums before it gets here). They depend on the product's shape alone, so
+/// a batched product computes them once for all its batches.
+pub(crate) fn panels_for((rows, k, n): (usize, usize, usize), kernel: Kernel) -> Vec<Panel> {
     match kernel {
         Kernel::Tiled { packed_rhs } => ynn_panels::panels(rows, n, k, packed_rhs),
         Kernel::Bf16Pairs => ynn_panels::bf16_panels(n),
@@ -176,7 +177,8 @@ fn panels_for((rows, k, n): (usize, usize, usize), kernel: Kernel) -> Vec<Panel>
 }
 
 /// `c = a · b` (row block `c` of `rows x n`, row stride `n`) in XLA:CPU's order, `a` a
-/// `rows x k` matrix with strides `(ars, acs)` and `b` a `k x n` one with `(brs, bcs)`.
+/// `rows x k` matrix with strides `(ars, acs)` and `b` a `k x n` one with `(brs, bcs)`;
+/// `kernel`'s `panels` are [`panels_for`] this shape and kernel, computed once by the caller.
 ///
 /// # Safety
 /// `a` and `b` must point at matrices of those sizes and strides inside their buffers.
@@ -187,8 +189,9 @@ pub(crate) unsafe fn sgemm(
     b: *const f32,
     (brs, bcs): (isize, isize),
     c: &mut [f32],
-    kernel: Kernel,
+    (kernel, panels): (Kernel, &[Panel]),
 ) {
+    debug_assert_eq!(panels, panels_for((rows, k, n), kernel));
     if rows == 0 || n == 0 {
         return;
     }
@@ -219,13 +222,13 @@ pub(crate) unsafe fn sgemm(
         }
         Kernel::Tiled { .. } | Kernel::Bf16Pairs | Kernel::Bf16Amx | Kernel::DotProduct => {}
     }
-    for p in panels_for((rows, k, n), kernel) {
+    for p in panels {
         if p.lanes > 1 || p.pairs || p.kc > MAX_BLOCK_DEPTH || !p.fused {
             // SAFETY: forwarded from the caller.
-            unsafe { lane_panel((rows, k, n), a, (ars, acs), b, (brs, bcs), c, &p) };
+            unsafe { lane_panel((rows, k, n), a, (ars, acs), b, (brs, bcs), c, p) };
             continue;
         }
-        let parts: Vec<usize> = ynn_panels::blocks(&p, k).iter().map(|b| b.1).collect();
+        let parts: Vec<usize> = ynn_panels::blocks(p, k).iter().map(|b| b.1).collect();
         let b_panel = (b.wrapping_offset(p.first as isize * bcs), brs, bcs);
         // SAFETY: forwarded from the caller: columns first..first + cols of `b` and of `c`'s
         // rows (stride n) lie inside them, and a single-lane panel's blocks are at most
@@ -467,6 +470,8 @@ pub(crate) fn tiled_product((m, k, n): (usize, usize, usize), a: &[f32], b: &[f3
         "tiled_product: operand too short"
     );
     let mut c = vec![0f32; m * n];
+    let kernel = Kernel::Tiled { packed_rhs: false };
+    let panels = panels_for((m, k, n), kernel);
     // SAFETY: `a` holds m x k elements with strides (k, 1) and `b` k x n with (n, 1)
     // (asserted above); `c` holds m x n.
     unsafe {
@@ -477,7 +482,7 @@ pub(crate) fn tiled_product((m, k, n): (usize, usize, usize), a: &[f32], b: &[f3
             b.as_ptr(),
             (n as isize, 1),
             &mut c,
-            Kernel::Tiled { packed_rhs: false },
+            (kernel, &panels),
         )
     };
     c

@@ -235,7 +235,7 @@ pub(crate) fn cheapest<'a>(
 /// unpacked (`should_pack_b`: "A is small relative to B, we should not bother packing B
 /// because we're not going to read it very much"): `ceil(rows / block_m)` of the unpacked
 /// kernel, times the lhs's batches per rhs.
-const UNPACKED_MAX_ROW_BLOCKS: usize = 10;
+pub(crate) const UNPACKED_MAX_ROW_BLOCKS: usize = 10;
 
 /// How many times the packed kernel's cost the unpacked kernel may cost before
 /// `should_pack_b` packs the rhs anyway ("a lot slower than the packed kernel").

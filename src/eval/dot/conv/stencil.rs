@@ -46,19 +46,19 @@
 //! strides 1 and 2, padding 0..3, 1 to 16 groups: every claimed element bit-exact (fixtures
 //! `conv_window_*`, `conv_grouped_*`, `conv_pointwise_*`).
 //!
-//! Small outputs: while the output has at most [`UNPACKED_ROW_BLOCKS`] row blocks, YNNPACK
+//! Small outputs: while the output has at most [`UNPACKED_MAX_ROW_BLOCKS`] row blocks, YNNPACK
 //! does not pack the kernel and sums as for a small matrix product with a row-major rhs: one
 //! chain per output, the outputs cut into panels by YNNPACK's task sizing
 //! ([`unpacked_task_columns`]), each panel summed in blocks as deep as a panel of its width
-//! (measured up to 500 outputs and 400 features, grouped or not). With 16 or fewer outputs `should_pack_b` still packs the
-//! narrow panel where the unpacked kernel would cost more than twice as much:
-//! [`narrow_packs`].
+//! (measured up to 500 outputs and 400 features, grouped or not). With 16 or fewer outputs
+//! `should_pack_b` still packs the narrow panel where the unpacked kernel would cost more
+//! than twice as much: [`narrow_packs`].
 //!
 //! Feature groups: YNNPACK splits the kernel per group (`[g, kh, kw, ci/g, co/g]`) and runs one
 //! dot whose batch dimensions are the groups, images and positions, so each group is its own
 //! product of `features / groups` input and `outputs / groups` output features, with one row
 //! per call, so the small-output rule above counts positions, not row blocks: at most
-//! [`UNPACKED_ROW_BLOCKS`] positions is a small output. One feature per group and few outputs
+//! [`UNPACKED_MAX_ROW_BLOCKS`] positions is a small output. One feature per group and few outputs
 //! (depthwise) is the narrow panel with no full lane group: each output's rounded products
 //! added in tap order.
 //!
@@ -72,16 +72,19 @@ use super::eigen;
 use super::Geom;
 use crate::eval::dot::eigen_product::EigenHost;
 use crate::eval::dot::xla_order::fma_row;
-use crate::eval::dot::ynn_kernels::{packed_f32, unpacked_task_columns, Depth};
+use crate::eval::dot::ynn_kernels::{
+    packed_f32, unpacked_task_columns, Depth, UNPACKED_MAX_ROW_BLOCKS,
+};
 use crate::eval::dot::ynn_panels::panel_depth;
 use rayon::prelude::*;
 
-/// YNNPACK leaves the kernel unpacked (one lane, panels as for a row-major rhs) while the
-/// output has at most this many row blocks: `batch × output rows × ceil(output columns / 5)`,
-/// its 5-row kernels' blocks over the innermost output dimension (for a matrix product,
-/// [`leaves_rhs_unpacked`](crate::eval::dot::ynn_kernels::leaves_rhs_unpacked)). Measured: 1×6×6 and 2×3×10 outputs (12 blocks) are
-/// packed, 1×5×9 and 2×5×5 (10 blocks) are not.
-const UNPACKED_ROW_BLOCKS: usize = 10;
+/// The rows of the unpacked kernel whose blocks over the innermost output dimension YNNPACK
+/// counts for a convolution: the output is small (its kernel left unpacked: one lane, panels
+/// as for a row-major rhs) while `batch × output rows × ceil(output columns / 5)` is at most
+/// [`UNPACKED_MAX_ROW_BLOCKS`], as for a matrix product
+/// ([`leaves_rhs_unpacked`](crate::eval::dot::ynn_kernels::leaves_rhs_unpacked)). Measured:
+/// 1×6×6 and 2×3×10 outputs (12 blocks) are packed, 1×5×9 and 2×5×5 (10 blocks) are not.
+const UNPACKED_ROWS_PER_BLOCK: usize = 5;
 
 /// [`narrow_packs`]: for a narrow panel 4, 8, 12 and 16 wide, the input features per lane group
 /// (`c / ceil(c / 4)`) above which a small output's kernel is packed. Measured on small outputs
@@ -207,13 +210,13 @@ pub(super) fn applies(
     // A grouped dot has one row per call (module documentation): it counts positions.
     let (blocks, rows) = if groups == 1 {
         (
-            g.out_batch * g.out_sp[0] * g.out_sp[1].div_ceil(5),
+            g.out_batch * g.out_sp[0] * g.out_sp[1].div_ceil(UNPACKED_ROWS_PER_BLOCK),
             g.out_sp[1],
         )
     } else {
         (positions, 1)
     };
-    let small = (blocks <= UNPACKED_ROW_BLOCKS).then_some(rows);
+    let small = (blocks <= UNPACKED_MAX_ROW_BLOCKS).then_some(rows);
     choice(small, n, c, c * taps)
 }
 
